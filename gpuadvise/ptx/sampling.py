@@ -21,20 +21,29 @@ how many iterations there are. :class:`LoopSampler` does that, per warp:
 2. **Record.** For three iterations, every lane's operands and every integer register the
    loop writes are kept at the iteration's end.
 3. **Skip.** Each lane's iterations left are solved for; the lane with the fewest left bounds
-   the skip: ``m * PERIOD`` iterations, ``m + 1`` periods fitting before it leaves. Each integer
+   the skip: ``m * p`` iterations, ``m + 1`` periods of ``p`` fitting before it leaves (``p``
+   below). Each integer
    register that moved by a constant step in a lane (a counter, an index, an address) moves on
    by that step times the iterations skipped; the others (a sum, a loaded value) keep their
    values: the outputs are not the kernel's (:attr:`LoopSampler.sampled`; they are then never
    compared), while the addresses the loop and the code after it compute from its counters are
    right.
-4. **Weigh.** The :data:`PERIOD` iterations run after the skip stand for the skipped ones and
+4. **Weigh.** The ``p`` iterations run after the skip stand for the skipped ones and
    themselves: each weighs ``m + 1`` (the warp's multiplier, :attr:`LoopSampler.wmul`, is
    multiplied for them, and nested loops multiply), its records carry ``extra = multiplier - 1``
    (:data:`gpuadvise.ptx.access.RECORD`) and its instruction counts (SIMT counts, lane
    instructions) count ``multiplier`` times. Every lane is in the loop for all of those
    iterations, so warp and lane counts are those of the full run where the loop's accesses move
-   by a fixed step; the ``PERIOD`` consecutive iterations take every alignment a 4-byte stride
-   takes through a 32-byte sector. The lanes with more iterations left run them as they come.
+   by a fixed step. ``p`` consecutive iterations take every alignment the loop's accesses take
+   through a 128-byte line, at most :data:`PERIOD` (every alignment a 4-byte stride takes through
+   a 32-byte sector): where every address register the loop (or a loop inside it) writes moved by
+   the same step of ``s`` bytes in every lane over the recorded iterations, ``p`` is ``128 /
+   gcd(s, 128)`` capped at ``PERIOD`` (:func:`_periods`): 1 for the outer loops of a nest whose
+   accesses move by whole lines or not at all (HeCBench contraction's loops over ``a`` and
+   ``b``, each iteration a whole instance of the inner loop), where 8 iterations ran 8 alike.
+   An innermost loop, a texture or surface access, a call, a branch or predicate on a value
+   the loop changes (:func:`_address_regs`), a lane whose step differs or does not hold, keep
+   ``PERIOD``. The lanes with more iterations left run them as they come.
 
 **Over the sample's cost.** A CTA whose loops are long for the emulator but not for one warp
 (HeCBench perplexity's ``sigmas_kernel``: its lanes' bisection ends after different epochs, and
@@ -82,7 +91,7 @@ from gpuadvise.ptx.loops import (
     innermost,
     wrap64,
 )
-from gpuadvise.ptx.parser import Imm, Reg
+from gpuadvise.ptx.parser import Addr, Imm, Reg
 from gpuadvise.ptx.values import count_true
 
 if TYPE_CHECKING:
@@ -99,9 +108,10 @@ DECIDE_AT = 6
 read): its first iterations run in full, as on the GPU."""
 
 PERIOD = 8
-"""After a skip, this many iterations run, each weighted for its share of those skipped: the
-accesses of a loop whose index moves by one 4-byte element an iteration take 8 alignments
-through a 32-byte sector, and one iteration alone would stand for one of them."""
+"""After a skip, at most this many iterations run, each weighted for its share of those
+skipped: the accesses of a loop whose index moves by one 4-byte element an iteration take 8
+alignments through a 32-byte sector, and one iteration alone would stand for one of them (fewer
+run where the accesses move by multiples of 32 bytes: :func:`_periods`)."""
 
 QUIET = 16
 """Iterations a warp's loop instance is not looked at again after a skip could not be made (a
@@ -175,6 +185,12 @@ class _Watch:
     free: bool = False
     long: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     armed: bool = True  # its test's operands are copied at every execution
+    # the registers the loop writes that its (and its inner loops') memory accesses take their
+    # addresses from; None (its skips keep PERIOD): an innermost loop, an access whose address
+    # cannot be read so, a test of a value the loop changes (:func:`_address_regs`)
+    addrs: tuple[str, ...] | None = ()
+    # per warp: the iterations run after its skip (PERIOD, or fewer: :func:`_periods`)
+    ff_p: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 @dataclass
@@ -271,10 +287,11 @@ class LoopSampler:
             if not lp.sampleable or lp.setp is None:
                 continue
             w = _Watch(lp, _int_regs_written(program, lp, regs))
+            w.addrs = _address_regs(program, lp, loops, w.regs)
             w.cnt = np.zeros(nwarps, np.int64)
             w.head = np.zeros((2, 3, nwarps), np.int64)
             w.ring = np.zeros((2, 3, n), np.int64)
-            for name in ("since", "quiet", "ff_k", "ff_at", "prev", "depth"):
+            for name in ("since", "quiet", "ff_k", "ff_at", "ff_p", "prev", "depth"):
                 setattr(w, name, np.zeros(nwarps, np.int64))
             w.hot = np.zeros(nwarps, bool)
             w.long = np.zeros(nwarps, bool)
@@ -467,7 +484,7 @@ class LoopSampler:
         # themselves; the lanes with more iterations left run them as they come (weighing 1)
         ffk = w.ff_k[ws]
         if _nz(ffk):
-            done = (ffk > 0) & (c >= w.ff_at[ws] + PERIOD)
+            done = (ffk > 0) & (c >= w.ff_at[ws] + w.ff_p[ws])
             if _nz(done):
                 fx = ws[done]
                 self.wmul[fx] //= w.ff_k[fx]
@@ -659,22 +676,26 @@ class LoopSampler:
         ok = np.all(np.where(on, j >= 1, True), axis=1) & on.any(axis=1)
         w.since[ws] = 0
         # every lane skips as many iterations as fit before the one with the fewest left
-        # leaves, in whole PERIODs: m * PERIOD skipped, then PERIOD run, each standing for
-        # m + 1 (all lanes are in the loop for all of them, and the PERIOD consecutive
-        # iterations run every alignment a stride of 4-byte elements takes through a sector);
-        # the lanes with more left run them as they come
+        # leaves, in whole periods: m * p skipped, then p run, each standing for m + 1 (all
+        # lanes are in the loop for all of them, and the p consecutive iterations run every
+        # alignment the loop's accesses take through a 128-byte line: PERIOD for a stride of
+        # 4-byte elements, fewer in a loop holding another where every address moves by a
+        # multiple of 32 bytes, :func:`_periods`); the lanes with more left run them as they come
+        lanes = (ws[:, None] * 32 + np.arange(32)).reshape(-1)
+        cc = np.repeat(c, 32)
+        p = _periods(w, lanes, cc, on)
         fewest = np.where(on, j, np.iinfo(np.int64).max).min(axis=1)
-        m = fewest // PERIOD - 1
+        m = fewest // p - 1
         # a record's weight is a 32-bit count: nested skips may not multiply past it
         m = np.minimum(m, (_MAX_WEIGHT // self.wmul[ws]) - 1)
         ok &= m >= 1
         w.quiet[ws[~ok]] = c[~ok] + QUIET
         if not ok.any():
             return
-        ws, on, c, m = ws[ok], on[ok], c[ok], m[ok]
-        k = m + 1  # the weight of each of the PERIOD iterations run after the skip
+        ws, on, c, m, p = ws[ok], on[ok], c[ok], m[ok], p[ok]
+        k = m + 1  # the weight of each of the p iterations run after the skip
         lanes = (ws[:, None] * 32 + np.arange(32)).reshape(-1)
-        skip = np.where(on, (m * PERIOD)[:, None], 0).reshape(-1)
+        skip = np.where(on, (m * p)[:, None], 0).reshape(-1)
         cc = np.repeat(c, 32)
         move = skip > 0
         for name in w.regs:
@@ -692,6 +713,7 @@ class LoopSampler:
         self.wmul[ws] *= k
         w.ff_k[ws] = k
         w.ff_at[ws] = c
+        w.ff_p[ws] = p
         self._weights_changed()
         self.sampled = True
         if self.forced and w.free:
@@ -701,8 +723,36 @@ class LoopSampler:
             rep = SampledLoop(self.where(w.loop), w.loop.bound_text())
             self.report[w.loop.header] = rep
         rep.warps += int(ws.size)
-        rep.ran += int((c + PERIOD).sum())
-        rep.stood_for += int((c + k * PERIOD).sum())
+        rep.ran += int((c + p).sum())
+        rep.stood_for += int((c + k * p).sum())
+
+
+def _periods(w: _Watch, lanes: np.ndarray, cc: np.ndarray, on: np.ndarray) -> np.ndarray:
+    """Per warp (``lanes``: its 32 lanes, ``cc``: their iteration, ``on``: (warps, 32) the
+    lanes in the loop), the iterations to run after a skip: the alignments the loop's
+    accesses take through a 128-byte line, at most :data:`PERIOD`. An address register the
+    loop does not write stays put (1); one that moves in every lane by the same step of ``s``
+    bytes comes back to its alignment after ``128 / gcd(s, 128)`` iterations (a 4-byte stride:
+    32, capped at PERIOD as before; a row of 64 floats: 1). Lanes whose steps differ or do not
+    hold, or an access whose address is not a watched register, keep PERIOD."""
+    nw = on.shape[0]
+    p = np.ones(nw, np.int64)
+    if w.addrs is None:
+        return np.full(nw, PERIOD, np.int64)
+    for name in w.addrs:
+        snaps = w.snaps.get(name)
+        if snaps is None:
+            return np.full(nw, PERIOD, np.int64)
+        s2, s1, s0 = (snaps[(cc - t) % 3, lanes].astype(np.int64) for t in (0, 1, 2))
+        d = (s2 - s1).reshape(nw, 32)
+        held = ((s1 - s0).reshape(nw, 32) == d) | ~on
+        lead = d[np.arange(nw), np.argmax(on, axis=1)]  # the first lane in the loop's step
+        same = held.all(axis=1) & np.all((d == lead[:, None]) | ~on, axis=1)
+        low = (lead.astype(np.uint64) & np.uint64(127)).astype(np.int64)
+        low = low & -low  # gcd(step, 128), 0 where the step is a multiple of 128
+        per = np.where(low == 0, 1, 128 // np.maximum(low, 1))
+        p = np.maximum(p, np.where(same, np.minimum(per, PERIOD), PERIOD))
+    return p
 
 
 def _int_regs_written(program: Program, loop: Loop, regs: dict[str, np.ndarray]) -> tuple[str, ...]:
@@ -720,6 +770,65 @@ def _int_regs_written(program: Program, loop: Loop, regs: dict[str, np.ndarray])
                 arr = regs.get(name)
                 if arr is not None and arr.dtype.kind in "ui":
                     out[name] = None
+    return tuple(out)
+
+
+_OPAQUE = frozenset({"tex", "tld4", "txq", "suld", "sust", "sured", "suq", "call"})
+
+
+def _address_regs(
+    program: Program, loop: Loop, loops: Sequence[Loop], watched: tuple[str, ...]
+) -> tuple[str, ...] | None:
+    """The registers among ``watched`` (those the loop writes) that the memory accesses in the
+    loop's blocks (its inner loops' too) take their addresses from; None where the iterations
+    run after a skip stay PERIOD: an innermost loop (one that holds no other), an access whose
+    address is not read so (a texture or surface access, a call, an address register the loop
+    writes that is not watched), or a branch or a predicated instruction whose predicate the
+    loop computes from a value it changes (data the loop loads or its counter may send an
+    iteration another way than the ones run: HeCBench chi2's tests of each byte read,
+    contraction's ``adj_value > 0``), other than the exit tests at its and its inner loops'
+    latches."""
+    from gpuadvise.ptx.dataflow import _regs
+
+    latches = {lp.latch for lp in loops if lp.blocks <= loop.blocks}
+    if len(latches) < 2:
+        # an innermost loop keeps PERIOD: what a skip saves there is a few iterations of a
+        # short body, where a loop holding others saves whole instances of theirs
+        return None
+    written: set[str] = set()
+    guards: set[str] = set()
+    reads: dict[str, set[str]] = {}  # a register the loop writes: the registers it is made from
+    bases: dict[str, None] = {}
+    for b in loop.blocks:
+        blk = program.blocks[b]
+        term = blk.term
+        if term[0] == "cbra" and b not in latches:
+            guards.add(term[1])
+        for i in range(blk.start, blk.end):
+            ins = program.instrs[i]
+            if ins.base in _OPAQUE:
+                return None
+            if ins.operands and (ins.base == "setp" or ins.base not in _NO_DEST):
+                srcs = [r for op in ins.operands[1:] for r in _regs(op)]
+                for name in _regs(ins.operands[0]):
+                    written.add(name)
+                    reads.setdefault(name, set()).update(srcs)
+            if ins.guard is not None and not (ins.base == "bra" and b in latches):
+                guards.add(ins.guard)
+            for op in ins.operands:
+                if isinstance(op, Addr) and isinstance(op.base, Reg):
+                    bases[op.base.name] = None
+    # a predicate the loop computes again from values it does not change (nvcc's tests of the
+    # trip count's remainder by the unrolling, before an inner loop) sends every iteration one way
+    if any(written & reads[g] for g in guards & written):
+        return None
+    keep = set(watched)
+    out = []
+    for name in bases:
+        if name in keep:
+            out.append(name)
+        elif name in written:
+            return None
     return tuple(out)
 
 

@@ -578,3 +578,99 @@ def test_a_cut_views_warps_keep_a_broadcast_loops_reuse(monkeypatch: pytest.Monk
     # sampler ran in full) keeps its weighted records together
     cut = TraceView(part.trace, buffer_infos(part.trace, spec))
     assert traffic(cut) == pytest.approx(want, rel=0.02)
+
+
+@pytest.mark.toolkit
+def test_a_nest_moving_by_whole_lines_runs_one_iteration_after_a_skip(monkeypatch) -> None:
+    """Issue 31 (HeCBench contraction): a loop whose accesses all move by whole 128-byte lines
+    an iteration takes one alignment, so one iteration after its skip stands for the skipped
+    ones (not PERIOD = 8 of them): the nest's outer loop runs 9 of its 64 iterations, not 16
+    (each a whole instance of the inner loop), and the counts are still the full run's, exactly."""
+    import gpuadvise.ptx.sampling as sampling
+    from gpuadvise.trace.emulate import emulate
+
+    module, k, launch, device = _compiled(
+        "nest", "1", "64", "n=0", buffers=("t=float[4194304]", "out=float[64]")
+    )
+    full = emulate(module, k, launch, device, sample_ctas="all", max_instructions=10**9)
+    part = emulate(module, k, launch, device, sample_ctas="all", max_instructions=200_000)
+    assert full.sampled_loops == () and len(part.sampled_loops) >= 1
+    assert _lines(part) == _lines(full)
+    assert part.lane_instructions == full.lane_instructions
+    # the same run with PERIOD iterations after every skip (as before): the same counts, from
+    # several times the records
+    monkeypatch.setattr(
+        sampling, "_periods", lambda w, lanes, cc, on: np.full(on.shape[0], sampling.PERIOD)
+    )
+    eight = emulate(module, k, launch, device, sample_ctas="all", max_instructions=200_000)
+    assert _lines(eight) == _lines(full)
+    assert eight.lane_instructions == full.lane_instructions
+    # the outer loop (over a, two warps): 8 iterations, the skip, 1 (9 of 64), against 8, the
+    # skip, 8 (16 of 64): 63 instances of the inner loop over b run fewer, each in full or
+    # sampled as before (an innermost loop keeps PERIOD)
+    outer = [t for t in part.sampled_loops if "loops.cu:184" in t]
+    assert outer and "18 iterations run for 128" in outer[0]
+    outer = [t for t in eight.sampled_loops if "loops.cu:184" in t]
+    assert outer and "32 iterations run for 128" in outer[0]
+    assert len(part.trace.records) < 0.8 * len(eight.trace.records)
+
+
+def test_the_period_after_a_skip_follows_the_address_steps() -> None:
+    """:func:`gpuadvise.ptx.sampling._periods`: the iterations an address's step takes to come
+    back to its alignment in a 128-byte line, at most PERIOD; PERIOD where the lanes' steps
+    differ or do not hold, or where an access's address is not read from a watched register."""
+    from gpuadvise.ptx.sampling import PERIOD, _periods, _Watch
+
+    def period(steps: list[int], second: list[int] | None = None, on: int = 32) -> int:
+        w = _Watch(loop=None, regs=("%rd1",))  # type: ignore[arg-type]
+        w.addrs = ("%rd1",)
+        d0 = np.array(steps * (32 // len(steps)), np.int64)
+        d1 = d0 if second is None else np.array(second * (32 // len(second)), np.int64)
+        base = np.arange(32, dtype=np.int64) * 4 + (1 << 40)
+        w.snaps = {"%rd1": np.stack([base, base + d0, base + d0 + d1]).astype(np.uint64)}
+        lanes, cc = np.arange(32), np.full(32, 2)
+        mask = (np.arange(32) < on).reshape(1, 32)
+        got = _periods(w, lanes, cc, mask)
+        assert got.shape == (1,)
+        return int(got[0])
+
+    assert period([4]) == PERIOD  # 4-byte elements: 32 alignments in a line, PERIOD as before
+    assert period([16]) == PERIOD
+    assert period([32]) == 4 and period([64]) == 2 and period([96]) == 4
+    assert period([256]) == 1 and period([0]) == 1 and period([-128]) == 1
+    assert period([-32]) == 4
+    assert period([256, 260]) == PERIOD  # lanes whose steps differ
+    assert period([256], [512]) == PERIOD  # a step that does not hold
+    assert period([256] * 16 + [4] * 16, on=16) == 1  # the lanes out of the loop do not count
+    w = _Watch(loop=None, regs=())  # type: ignore[arg-type]
+    w.addrs = None  # a texture, a surface, a call or an address the loop writes unwatched
+    assert _periods(w, np.arange(32), np.full(32, 2), np.ones((1, 32), bool))[0] == PERIOD
+
+
+@pytest.mark.toolkit
+def test_a_loop_whose_branches_follow_its_data_keeps_the_full_period() -> None:
+    """A loop whose branch or predicated instruction tests a value the loop changes (a byte it
+    loads: HeCBench chi2, contraction's ``adj_value > 0``) may send the skipped iterations
+    another way than the one run: it keeps PERIOD (:func:`gpuadvise.ptx.sampling._address_regs`
+    is None), and so does an innermost loop (rowsum). A nest's outer loops with only tests of
+    values they do not change (nvcc's remainder tests before an unrolled inner loop) read their
+    address registers."""
+    from gpuadvise.ptx.emulator import KernelImage
+    from gpuadvise.ptx.parser import parse_ptx
+    from gpuadvise.ptx.sampling import LoopSampler
+
+    def addrs(kernel: str) -> list[tuple[str, ...] | None]:
+        module, k, _launch, _device = _compiled(kernel, "1", "64", "n=64")
+        image = KernelImage.build(parse_ptx(module.ptx), k.mangled, module.arch, 0)
+        loops = image.program_loops()
+        regs = {
+            name: np.zeros(64, np.uint64 if name.startswith("%rd") else np.uint32)
+            for name in image.program.regs
+        }
+        s = LoopSampler(image.program, loops, regs, 2, 1000, lambda lp: "x", {})
+        return [w.addrs for w in s.watches.values()]
+
+    assert addrs("classify") == [None, None]  # the nest's outer loop holds the byte tests
+    assert addrs("rowsum") == [None]  # an innermost loop keeps PERIOD
+    got = addrs("nest")  # its outer loop reads its address registers, the inner one does not
+    assert len(got) == 2 and sorted(a is None for a in got) == [False, True]

@@ -174,3 +174,39 @@ __global__ void broadcast(const float* x, float* out, int n)
     }
     out[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
+
+__global__ void nest(const float* t, float* out, int n)
+{
+    // HeCBench contraction's case 5 in small: a nest whose outer loops' accesses move by whole
+    // 128-byte lines (a row of 64 floats, a plane of 64 rows): one iteration after a skip takes
+    // every alignment they take (not the 8 a 4-byte stride needs)
+    float s = 0.0f;
+    for (int a = 0; a < 64; a++) {
+        for (int b = 0; b < 64; b++) {
+            for (int c = 0; c < 16; c++) {
+                s += t[((a * 64 + b) * 16 + c) * 64 + threadIdx.x];
+            }
+        }
+    }
+    out[threadIdx.x] = s;
+}
+
+__global__ void classify(const unsigned char* d, int* out, int n)
+{
+    // HeCBench chi2 in a nest: each byte read sends a lane one way or another (a row of 64
+    // bytes an iteration, whole lines: the period follows the branches, not only the addresses)
+    int c0 = 0, c1 = 0;
+    for (int r = 0; r < 64; r++) {
+        for (int m = 0; m < 64; m++) {
+            unsigned char y = d[(r * 64 + m) * 64 + threadIdx.x];
+            if (y == '0') {
+                c0++;
+            } else if (y == '1') {
+                atomicAdd(&out[64], 1);
+            } else {
+                c1 += y;
+            }
+        }
+    }
+    out[threadIdx.x] = c0 + c1;
+}
