@@ -493,6 +493,15 @@ class TraceView:
             self._by_inst = (order, bounds)
         return self._by_inst
 
+    def build_indexes(self) -> None:
+        """Build now the indexes :meth:`lanes_of` (and through it :meth:`access`) and
+        :meth:`buffers_at` build on first use: the lanes by instruction and the distinct
+        (instruction, buffer) pairs. For a caller that shares the view with a process it
+        forks (:func:`gpuadvise.rules.evaluate.shared_pieces`): each process built its own
+        after the fork (issue 31: 0.15-0.2 CPU-s twice on HeCBench softmax's 8 M lanes)."""
+        self._inst_index()
+        self.buffers_at(np.zeros(0, np.int64))
+
     def lane_insts(self) -> np.ndarray:
         """The instructions with lanes in the view, ascending (``distinct(lanes.inst)``, from
         the index :meth:`lanes_of` reads: no sort of every lane)."""
