@@ -18,7 +18,6 @@ from gpuadvise.rules import (
     RuleContext,
     Variant,
     buffer_records,
-    distinct,
     field_loads,
     integer_args,
     l1_cycles,
@@ -183,7 +182,7 @@ class UncoalescedAccess(Rule):
                 continue
             insts = view.insts_at(cl.file, cl.line, cl.kind)
             buffers = view.buffers_at(insts)
-            recs_at = distinct(view.lanes.rec[view.lanes_of(insts)])  # the view's index
+            recs_at = view.records_of(insts)  # (from the records: no pass over the lanes)
             line_requests = max(view.weighted(recs_at), 1.0)
             streams = list(walks.address_streams(view, insts, buffers, data))
             for b, group in streams:

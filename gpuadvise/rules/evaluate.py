@@ -366,7 +366,10 @@ def shared_pieces(context: RuleContext, rules: Sequence[Rule]) -> None:
     """What both processes of a split would build after the fork, built once before it (their
     pages then shared, copy-on-write), where one of ``rules`` reads the trace: the trace's view
     (:meth:`RuleContext.trace_view`, made by the first rule that asks for it; nearly every rule
-    that reads the trace does) and, where the device has memory rates, the launch's traffic
+    that reads the trace does), its indexes of the lanes by instruction and of the
+    (instruction, buffer) pairs (:meth:`~gpuadvise.trace.view.TraceView.build_indexes`, after
+    the traffic: the layout rules' ``access`` and ``buffers_at`` read them in both processes)
+    and, where the device has memory rates, the launch's traffic
     (:func:`~gpuadvise.rules.estimates.launch_traffic_alone`: every estimate's "before", which
     :func:`model_check` reads for each finding with a speedup, so that each process with a
     finding built it after the fork, 0.4-1.2 CPU-s on the slowest kernels; its lane-sized
@@ -382,12 +385,17 @@ def shared_pieces(context: RuleContext, rules: Sequence[Rule]) -> None:
         log.debug("the trace's view did not build before the fork", exc_info=True)
         return
     device = context.device
-    if memory_rates(device) is None:  # (model_check reads no traffic then)
-        return
+    if memory_rates(device) is not None:  # (model_check reads no traffic otherwise)
+        try:
+            launch_traffic_alone(device, view)  # kept per view and device
+        except Exception:
+            log.debug("the launch's traffic did not build before the fork", exc_info=True)
     try:
-        launch_traffic_alone(device, view)  # kept per view and device
+        # (after the traffic, whose temporaries are the parent's peak before the fork: the
+        # index's int32 a lane not held through them)
+        view.build_indexes()
     except Exception:
-        log.debug("the launch's traffic did not build before the fork", exc_info=True)
+        log.debug("the view's indexes did not build before the fork", exc_info=True)
 
 
 def _variants_ahead(

@@ -291,3 +291,39 @@ def test_reloads_on_no_line_of_the_kernels_file_are_no_error(monkeypatch):
 
     monkeypatch.setattr(RuleContext, "same_file", lambda self, file: False)
     assert ga309("scale_columns<1>") == []
+
+
+@pytest.mark.parametrize("kernel", ["membership", "scale_columns<1>", "adam_step"])
+def test_reloads_the_same_with_the_offsets_alignment_dropped(kernel, monkeypatch):
+    """same_thread_reloads drops the offsets' common trailing zero bits from its address keys
+    (issue 31: with 8 M positions beside them, HeCBench softmax's (address, thread) keys then
+    pack into one int64 and sort as such, not by numpy's stable argsort): the same reloads,
+    previous accesses, stores, gaps and windows as the keys at full width, and as the fallback
+    sort where the keys are made too wide to pack."""
+    from gpuadvise import arrays
+    from gpuadvise.rules import repeats
+
+    view = rule_context(_analysis(kernel), Config(trace_ctas=CTAS)).trace_view
+    inside = view.lane_buffer >= 0
+    assert repeats._alignment_bits(view.lanes.off[inside]) >= 2  # (4-byte words and wider)
+    got = repeats.same_thread_reloads(view)
+    monkeypatch.setattr(repeats, "_alignment_bits", lambda off: 0)
+    full = repeats.same_thread_reloads(view)
+    monkeypatch.setattr(arrays, "_sorted_packed", lambda a, overwrite=False: None)
+    unpacked = repeats.same_thread_reloads(view)
+    fields = ("lane", "prev", "after_store", "last_store", "gap", "window_sectors")
+    for other in (full, unpacked):
+        for f in fields:
+            assert np.array_equal(getattr(got, f), getattr(other, f)), f
+
+
+def test_the_alignment_bits_of_offsets():
+    from gpuadvise.rules.repeats import _alignment_bits
+
+    assert _alignment_bits(np.array([0, 4, 8, 12], np.int64)) == 2
+    assert _alignment_bits(np.array([16, 48, 32], np.int64)) == 4
+    assert _alignment_bits(np.array([0, 4, 6], np.int64)) == 1
+    assert _alignment_bits(np.array([0, 0], np.int64)) == 0
+    assert _alignment_bits(np.zeros(0, np.int64)) == 0
+    off = np.array([8, 24, 40, 1 << 33], np.int64)
+    assert np.array_equal(np.argsort(off >> _alignment_bits(off)), np.argsort(off))

@@ -241,6 +241,38 @@ def test_the_launchs_traffic_is_built_once_before_the_fork(
     assert pids.read_text().split() == [str(os.getpid())]
 
 
+@pytest.mark.parametrize("case", CASES[:2], ids=[f"{c[0]}:{c[1]}" for c in CASES[:2]])
+def test_the_views_indexes_are_built_once_before_the_fork(
+    case, fork_at_once, monkeypatch, tmp_path
+):
+    """The view's lanes by instruction (lanes_of's, access's) and (instruction, buffer) pairs
+    (buffers_at's), which the layout rules of both processes read, built in this process before
+    the fork, not again by either process after it; the run is the same."""
+    import gpuadvise.trace.view as trace_view
+
+    real = trace_view.TraceView._inst_index
+    pids = tmp_path / "pids"
+
+    def built(self: Any) -> Any:
+        if self._by_inst is None:
+            with pids.open("a") as f:
+                f.write(f"{os.getpid()}\n")
+        return real(self)
+
+    monkeypatch.setattr(trace_view.TraceView, "_inst_index", built)
+    monkeypatch.setattr(rule_evaluate, "Claims", _SlowHere)  # the child surely runs rules
+    context, cfg = _context(*case)
+    one = rule_evaluate.evaluate_rules(context, cfg, processes=1)
+    assert pids.read_text().split() == [str(os.getpid())]  # (the case's rules read it)
+    context, cfg = _context(*case)  # (a new context: its view not built yet)
+    pids.unlink()
+    two = rule_evaluate.evaluate_rules(context, cfg, processes=2)
+    _same(one, two)
+    assert two.child["rules"]
+    assert pids.read_text().split() == [str(os.getpid())]
+    assert context.trace_view._inst_buffers is not None
+
+
 def test_the_launchs_traffic_alone_keeps_no_sector_sets():
     """launch_traffic_alone: view_traffic's traffic; the sector sets it made dropped (those a
     rule made before kept), and a changed traffic after it the same as with them kept."""

@@ -68,3 +68,32 @@ def test_access_keeps_no_more_lane_indices_than_its_bound(monkeypatch: pytest.Mo
             assert _same(view.access(np.array([k]), name), _want(view, inst, buf, [k], b))
             assert view._accessed_lanes <= 600
     assert 0 < len(view._accessed) < 18
+
+
+def test_records_of_instructions_are_those_of_their_lanes():
+    """TraceView.records_of: the records of some instructions that have lanes, from the records
+    (a lane's instruction is its record's), the same as the distinct records of the
+    instructions' lanes; records without lanes (none of their lanes active) left out."""
+    from gpuadvise.arrays import distinct
+
+    rng = np.random.default_rng(11)
+    n_rec = 300
+    rec_inst = rng.integers(0, 7, n_rec).astype(np.int32)
+    # each record 0-4 lanes (some none), in record order, as a view's lanes are
+    per = rng.integers(0, 5, n_rec)
+    rec = np.repeat(np.arange(n_rec, dtype=np.int32), per)
+    n = len(rec)
+    view = object.__new__(TraceView)
+    z = np.zeros(n, np.int32)
+    view.lanes = Lanes(rec, rec_inst[rec], z, z, np.zeros(n, np.int64), z + 4)
+    view.records = np.zeros(n_rec, [("inst", np.int32)])
+    view.records["inst"] = rec_inst
+    view.inst_line = [(None, 0)] * 7
+    view._by_inst = None
+    view._rec_has_lanes = None
+    assert (per == 0).any()
+    for insts in ([0], [3, 1], [6, 6, 2], [5, 0, 1, 2, 3, 4, 6], [9]):
+        want = distinct(rec[view.lanes_of(np.array(insts))])
+        got = view.records_of(np.array(insts))
+        assert np.array_equal(got, want)
+        assert not np.isin(np.flatnonzero(per == 0), got).any()
