@@ -1385,7 +1385,7 @@ class Batch:
         # the fixed fields from the template (its address column zeros), then the masks, the
         # epochs and weights where the template's are stale (as for one warp, above), and the
         # active lanes' addresses
-        wsel, rows, wm, col = lay
+        wsel, (flat, fb), wm, block = lay
         start = sink.reserve_index(len(wsel))
         end = start + len(wsel)
         sink.raw[start:end] = raw[wsel]
@@ -1394,12 +1394,18 @@ class Batch:
         if got[1] != self._epoch_gen + (sampler.changes << 32):
             sink.epoch[start:end] = self.warp_epoch[wsel]
             sink.extra[start:end] = sampler.extra[wsel]
-        sink.addr[start:end][rows, col] = taddr.view(_U64) if taddr.dtype == _I64 else taddr
+        # the addresses scattered into the layout's block (rows by 32 lanes, a flat index: only
+        # these lanes' places are ever written, so the others stay zeros), the block copied whole
+        # over the records' address column: a (row, lane) scatter into the records' strided
+        # column costs ~3x as much
+        fb[flat] = taddr.view(_U64) if taddr.dtype == _I64 else taddr
+        sink.addr[start:end] = block
 
     def _lanes_layout(self, lanes: np.ndarray) -> tuple[Any, Any, Any, np.ndarray]:
         """Where the records of an access by ``lanes`` (ascending, not empty) go: (the warp, None,
-        its mask, each lane's column) when they are one warp's, else (the warps, each lane's row
-        among them, their masks, each lane's column). Kept for the last ``lanes`` array: the
+        its mask, each lane's column) when they are one warp's, else (the warps, (each lane's
+        place in a block of their address rows, the block flat), their masks, the block: zeros,
+        rows by 32 lanes). Kept for the last ``lanes`` array: the
         accesses of a block share its mask's (``Mask.idx``), so it is made once a block."""
         got = self._layout_of
         if got is not None and got[0] is lanes:
@@ -1423,7 +1429,10 @@ class Batch:
             np.cumsum(rows, out=rows)
             bits_a = np.left_shift(U32(1), col.astype(U32))
             wm = np.bitwise_or.reduceat(bits_a, np.concatenate((np.zeros(1, np.int64), starts)))
-            lay = (wsel, rows, wm, col)
+            # each lane's place in a block of the warps' address rows (32 lanes a row), and
+            # that block, zeros (the records' addresses are written through it)
+            block = np.zeros((wsel.size, 32), _U64)
+            lay = (wsel, ((rows << 5) | col, block.reshape(-1)), wm, block)
         self._layout_of = (lanes, lay)
         return lay
 
@@ -2381,7 +2390,7 @@ class Batch:
                         block_warps[int(blk_id)] += wx
                         block_lanes[int(blk_id)] += active_b
                         if seen is not None:
-                            seen[int(blk_id), ws] = True
+                            seen[int(blk_id)][ws] = True
                         sums.some(ws, int(blk_id))
                         set_pc(ws, int(blk.term[1]))
                     continue
@@ -2432,8 +2441,9 @@ class Batch:
                 elif seen is not None:
                     if one:
                         seen[p, ws[0]] = True
-                    else:
-                        seen[p, ws] = True
+                    else:  # (the block's row, then its warps: a (block, warps) index pair
+                        # costs ~4x as much)
+                        seen[p][ws] = True
                 if latch_at[p]:
                     sampler.after_block(p, ws, masks, warp_count[ws], sp[ws])
                 if steps & 255 == 0:
