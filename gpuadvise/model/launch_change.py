@@ -122,6 +122,7 @@ def cta_writes(records: np.ndarray, max_lanes: int = MAX_SPLIT_LANES) -> CtaWrit
     sampled, no record dropped) show written, and by which CTA; None when a CTA read or wrote
     (an atomic too) a byte another CTA wrote, so that what each computed may hang on the
     others (or when the records hold more than ``max_lanes`` active lanes)."""
+    from gpuadvise.model.banks import active_lanes
     from gpuadvise.trace.access import Kind, Space
 
     glob = records["space"] == int(Space.GLOBAL)
@@ -134,7 +135,7 @@ def cta_writes(records: np.ndarray, max_lanes: int = MAX_SPLIT_LANES) -> CtaWrit
     masks = r["mask"].astype(np.uint32)
     if int(np.bitwise_count(masks).sum(dtype=np.int64)) > max_lanes:
         return None
-    on = np.unpackbits(masks.view(np.uint8).reshape(-1, 4), axis=1, bitorder="little").view(bool)
+    on = active_lanes(masks)
     addrs = r["addr"]  # (a view: the records are not copied)
 
     def lanes(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

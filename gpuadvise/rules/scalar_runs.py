@@ -78,7 +78,7 @@ class _Execs:
         addresses of every execution are never copied at once."""
         addr = self.records["addr"]
         for i in range(0, len(self.rec), _CHUNK):
-            yield addr[self.rec[i : i + _CHUNK]], _active(self.mask[i : i + _CHUNK])
+            yield addr[self.rec[i : i + _CHUNK]], active_lanes(self.mask[i : i + _CHUNK])
 
 
 @dataclass(frozen=True)
@@ -99,11 +99,6 @@ class ScalarPiece:
     @property
     def lines(self) -> tuple[int, ...]:
         return tuple(sorted({e.line for e in self.execs if e.line is not None}))
-
-
-def _active(mask: np.ndarray) -> np.ndarray:
-    m = np.ascontiguousarray(mask, dtype="<u4").reshape(-1)
-    return np.unpackbits(m.view(np.uint8), bitorder="little").view(bool).reshape(-1, 32)
 
 
 def _exec_tables(trace: Any, widths: Sequence[int]) -> list[_Execs]:
@@ -155,7 +150,7 @@ def _follows(a: _Execs, b: _Execs) -> bool:
     step = np.uint64(a.width)
     b_addr = b.records["addr"]
     # the first execution alone first: most candidate pairs fail there (no copy of the rest)
-    act0 = _active(a.mask[:1])[0]
+    act0 = active_lanes(a.mask[:1])[0]
     if not bool(((b_addr[b.rec[0]] == a.records["addr"][a.rec[0]] + step) | ~act0).all()):
         return False
     for i, (addr, act) in enumerate(a.addr_chunks()):
