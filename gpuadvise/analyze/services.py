@@ -294,10 +294,9 @@ class AnalysisServices:
     ) -> LaunchCheck:
         import numpy as np
 
-        from gpuadvise.model.coalescing import record_sectors
+        from gpuadvise.model.coalescing import global_sectors
         from gpuadvise.model.launch_change import compare_outputs, threads_in
         from gpuadvise.spec.units import Dim3
-        from gpuadvise.trace.access import Space
         from gpuadvise.trace.emulate import emulate
 
         a = self._analysis
@@ -323,10 +322,10 @@ class AnalysisServices:
         outs = [b.name for b in old.outputs]
 
         def sectors(e: Emulation, threads: int) -> float:
-            """Global sectors moved: the whole launch's, or per thread of a CTA sample."""
-            r = e.trace.records
-            r = r[r["space"] == int(Space.GLOBAL)]
-            n = float(np.sum(record_sectors(r).sectors)) if len(r) else 0.0
+            """Global sectors moved: the whole launch's, or per thread of a CTA sample (the
+            global records' sectors read a chunk at a time, not from a copy of them all: a
+            whole launch's records are hundreds of MB)."""
+            n = float(np.sum(global_sectors(e.trace.records).sectors))
             return n if whole else n / max(threads, 1)
 
         # one launch's emulation at a time, and of the first only the elements it changed
