@@ -124,3 +124,20 @@ def test_distinct_sectors_of_one_sector_records() -> None:
     glob = r[r["space"] == int(Space.GLOBAL)]
     want = len(np.unique(touched_lines(glob, 32)[1]))
     assert totals["distinct_sectors_all"] == want
+
+
+def test_a_records_sectors_do_not_depend_on_its_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """global_sectors filters and measures a chunk of records at a time (a launch check sums
+    them rather than copying every global record first: analyze.services): each record's
+    sectors, bytes and lines are the same whichever records share its chunk (chunks of 3 mix
+    aligned and unaligned widths, masked and full warps, shared records) as measured in one."""
+    trace = _mixed_trace(60)
+    r = trace.records
+    glob = r["space"] == int(Space.GLOBAL)
+    whole = record_sectors(r[glob])  # one chunk (60 records < CHUNK_RECORDS)
+    monkeypatch.setattr(coalescing, "CHUNK_RECORDS", 3)  # global_sectors: 24-record slices
+    got = coalescing._global_sectors(r)
+    for name in ("sectors", "bytes", "lines"):
+        assert getattr(got, name)[glob].tolist() == getattr(whole, name).tolist()
+        assert not getattr(got, name)[~glob].any()
+    assert int(np.sum(got.sectors)) == int(np.sum(whole.sectors)) > 0
