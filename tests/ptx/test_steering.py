@@ -11,7 +11,7 @@ from loopkit import compiled
 
 from gpuadvise.ptx.cfg import build_program
 from gpuadvise.ptx.loops import find_loops
-from gpuadvise.ptx.parser import parse_ptx
+from gpuadvise.ptx.parser import Reg, parse_ptx
 from gpuadvise.ptx.steering import steering_loops, steers
 
 pytestmark = [pytest.mark.usefixtures("compile_cache"), pytest.mark.toolkit]
@@ -58,3 +58,78 @@ def test_sums_stored_and_counters_moved_exactly_do_not_steer() -> None:
         program, loops = _program(kernel)
         assert loops, kernel
         assert steering_loops(program, loops) == frozenset(), kernel
+
+
+def _swept(program, loop):  # type: ignore[no-untyped-def]
+    """The answer of :func:`steers` by the plain fixpoint it stands for: every instruction swept
+    again until none changes what is wrong (the worklist's reference)."""
+    from gpuadvise.ptx.dataflow import MEMORY_BASES, defs_uses
+    from gpuadvise.ptx.loops import dominators
+    from gpuadvise.ptx.steering import (
+        _READS,
+        _SPACES,
+        _WRITES,
+        _address,
+        _carried,
+        _every_iteration,
+        _inductions,
+        _Reach,
+        _spaces,
+    )
+
+    instrs = program.instrs
+    carried = _carried(program, loop)
+    wrong = carried - _inductions(
+        program, loop, carried, _every_iteration(loop, dominators(program))
+    )
+    block_of = {i: blk.index for blk in program.blocks for i in range(blk.start, blk.end)}
+    after = _Reach(program)
+    dirty: dict[str, set[int]] = {s: set() for s in _SPACES}
+    for b in loop.blocks:
+        for i in range(program.blocks[b].start, program.blocks[b].end):
+            if instrs[i].base in _WRITES:
+                for s in _spaces(instrs[i]):
+                    dirty[s] |= after(b)
+    changed = True
+    while changed:
+        changed = False
+        for i, ins in enumerate(instrs):
+            dest, srcs = defs_uses(ins)
+            b = block_of[i]
+            tainted = any(r in wrong for r in srcs) or (
+                ins.base in _READS and any(b in dirty[s] for s in _spaces(ins))
+            )
+            if tainted and ins.base in _WRITES:
+                for s in _spaces(ins):
+                    if not after(b) <= dirty[s]:
+                        dirty[s] |= after(b)
+                        changed = True
+            if tainted and not set(dest) <= wrong:
+                wrong.update(dest)
+                changed = True
+    for i, ins in enumerate(instrs):
+        regs = []
+        if ins.guard is not None and (
+            ins.base in ("bra", "brx", "ret", "exit", "bar", "barrier") or ins.base in MEMORY_BASES
+        ):
+            regs.append(ins.guard)
+        if ins.base == "brx" and ins.operands and isinstance(ins.operands[0], Reg):
+            regs.append(ins.operands[0].name)
+        if ins.base in MEMORY_BASES:
+            regs.append(_address(ins))
+        if wrong & set(regs):
+            return i
+    return None
+
+
+def test_the_worklist_finds_what_a_sweep_to_the_fixpoint_finds() -> None:
+    # every sampleable loop of the kernels above, and steering_loops' tables shared by all the
+    # loops of a kernel: the same first steered instruction as the plain sweep, loop by loop
+    steered = 0
+    for kernel in ("bisect", "tallied", "counted", "rowsum", "corr_kernel", "walked"):
+        program, loops = _program(kernel)
+        want = {lp.latch: _swept(program, lp) for lp in loops}
+        assert {lp.latch: steers(program, lp) for lp in loops} == want, kernel
+        assert steering_loops(program, loops) == {k for k, v in want.items() if v is not None}
+        steered += sum(v is not None for v in want.values())
+    assert steered == 3
