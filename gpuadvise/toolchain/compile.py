@@ -335,18 +335,8 @@ def _run_nvcc(
     out_dir.mkdir(parents=True, exist_ok=True)
     cubin = out_dir / "module.cubin"
     nvcc_input = _nvcc_input(src, keep_dir)
-    cmd = [
-        str(tc.nvcc),
-        *flags,
-        *entry,
-        "-cubin",
-        "-keep",
-        "-keep-dir",
-        str(keep_dir),
-        "-o",
-        str(cubin),
-        str(nvcc_input),
-    ]
+    out = ["-cubin", "-keep", "-keep-dir", str(keep_dir), "-o", str(cubin), str(nvcc_input)]
+    cmd = [str(tc.nvcc), *flags, *entry, *out]
     env = {**os.environ, "TMPDIR": str(keep_dir)}  # nvcc's own temporary files: ours to remove
     _log.debug("running %s", " ".join(cmd))
     start = time.perf_counter()
@@ -354,7 +344,11 @@ def _run_nvcc(
     with work() if work is not None else contextlib.nullcontext():
         proc = run_tool(cmd, "nvcc", env=env)
         if entry and proc.returncode != 0 and _unknown_entry(proc.stderr, entry):
-            proc = _assemble_whole(proc, flags, tc, keep_dir, cubin, env)
+            # (else the whole file compiled again, as it would have been without the entry)
+            whole = [str(tc.nvcc), *flags, *out]
+            proc = _assemble_whole(proc, flags, tc, keep_dir, cubin, env) or run_tool(
+                whole, "nvcc", env=env
+            )
         elapsed_s = time.perf_counter() - start  # nvcc's own time, not the work beside it
         if on_cubin is not None and proc.returncode == 0 and cubin.is_file():
             # before the work beside nvcc is waited for (it imports nothing: see while_nvcc_runs)
@@ -405,6 +399,10 @@ def _unknown_entry(stderr: str, entry: tuple[str, ...]) -> bool:
     )
 
 
+_LANGUAGE_RE = re.compile(r"--?x(=.*)?")
+"""nvcc's ``-x cu`` / ``--x=cu`` (a header compiled as CUDA): it would read a PTX as CUDA."""
+
+
 def _assemble_whole(
     failed: subprocess.CompletedProcess[str],
     flags: tuple[str, ...],
@@ -412,17 +410,26 @@ def _assemble_whole(
     keep_dir: Path,
     cubin: Path,
     env: Mapping[str, str],
-) -> subprocess.CompletedProcess[str]:
+) -> subprocess.CompletedProcess[str] | None:
     """nvcc's ptxas step alone, every entry, on the PTX the ``failed`` run's cicc step left in
-    ``keep_dir`` (the same flags: the same cubin as the whole file's compile); its output after
-    what the failed run's other steps said (the preprocessor's and cicc's diagnostics, not
-    ptxas'). ``failed`` itself where it left no one PTX."""
+    ``keep_dir`` (the same flags but the input language's: the same cubin as the whole file's
+    compile); its output after what the failed run's other steps said (the preprocessor's and
+    cicc's diagnostics, not ptxas'). None where it left no one PTX or that run failed too."""
     kept = sorted(keep_dir.glob("*.ptx"))
     if len(kept) != 1:
-        return failed
-    cmd = [str(tc.nvcc), *flags, "-cubin", "-o", str(cubin), str(kept[0])]
+        return None
+    own: list[str] = []
+    skip = False
+    for f in flags:
+        if skip or _LANGUAGE_RE.fullmatch(f):
+            skip = not skip and f in ("-x", "--x")  # (the language is the next argument)
+            continue
+        own.append(f)
+    cmd = [str(tc.nvcc), *own, "-cubin", "-o", str(cubin), str(kept[0])]
     _log.info("ptxas had no entry for the kernel: assembling every entry of %s", kept[0].name)
     proc = run_tool(cmd, "nvcc", env=dict(env))
+    if proc.returncode != 0 or not cubin.is_file():
+        return None
 
     def before(text: str) -> str:
         lines = [line for line in text.splitlines(keepends=True) if not line.startswith("ptxas")]

@@ -170,3 +170,54 @@ def test_unknown_entry_reads_ptxas_fatal_for_that_name_only() -> None:
     assert compile_mod._unknown_entry(f"ptxas fatal   : Unknown function {DIVIDE}\n", entry)
     assert not compile_mod._unknown_entry(f"ptxas fatal   : Unknown function {DIVIDE}x\n", entry)
     assert not compile_mod._unknown_entry("two.cu(3): error: identifier undeclared\n", entry)
+
+
+HEADER = """\
+template <typename T>
+__global__ void scale(const T* in, T* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] / T(3);
+}
+"""
+
+
+@needs_nvcc
+def test_a_header_compiled_as_cuda_and_instantiated_by_a_wrapper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # HeCBench contraction's kernel.h (``--x=cu``): the header alone has no instance (its PTX
+    # lacks the entry: assembled whole, without ``--x=cu``, which would read the PTX as CUDA);
+    # the wrapper that instantiates it has the entry, assembled alone
+    (tmp_path / "src").mkdir()
+    header = tmp_path / "src" / "kernel.h"
+    header.write_text(HEADER)
+    opts = CompileOptions(cache_dir=tmp_path / "whole", extra_flags=("--x=cu",))
+    whole = compile_source(header, opts, kernels=["scale<float>"])
+    mangled = "_Z5scaleIfEvPKT_PS0_i"
+    assert [k.mangled for k in whole.kernels] == [mangled]
+    runs = _nvcc_runs(monkeypatch)
+    alone_opts = dataclasses.replace(opts, cache_dir=tmp_path / "alone", entry=mangled)
+    alone = compile_source(header, alone_opts, kernels=["scale<float>"])
+    assert [k.mangled for k in alone.kernels] == [mangled]
+    assert alone.kernels == whole.kernels and alone.ptx == whole.ptx
+    assert _code(disassemble_all(alone.cubin_path, TC)) == _code(
+        disassemble_all(whole.cubin_path, TC)
+    )
+    ptx_runs = [r for r in runs if r[-1].endswith(".ptx")]
+    assert len(ptx_runs) == 1 and "--x=cu" not in ptx_runs[0]  # (the header's own compile)
+    assert sum("--entry" in " ".join(r) for r in runs) == 2  # the header's, the wrapper's
+
+
+@needs_nvcc
+def test_where_the_kept_ptx_cannot_be_assembled_the_whole_file_is_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = _source(tmp_path / "src", SOURCE.replace("const float* b", "float* b"))
+    whole = compile_source(src, CompileOptions(cache_dir=tmp_path / "whole"))
+    monkeypatch.setattr(compile_mod, "_assemble_whole", lambda *a, **k: None)
+    runs = _nvcc_runs(monkeypatch)
+    module = compile_source(src, CompileOptions(cache_dir=tmp_path / "c", entry=DIVIDE))
+    # the same command without the entry (its -Xptxas alone: -Xptxas -v kept)
+    at = runs[0].index(f"--entry={DIVIDE}") - 1
+    assert len(runs) == 2 and runs[1] == runs[0][:at] + runs[0][at + 2 :]
+    assert module.kernels == whole.kernels
