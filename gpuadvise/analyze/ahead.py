@@ -33,7 +33,7 @@ import contextvars
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -68,7 +68,9 @@ _NVCC_STARTED: contextvars.ContextVar[threading.Event | None] = contextvars.Cont
 """Set (by :func:`_build_into`) to the event :func:`_build` sets as its compile's nvcc starts."""
 
 
-def _build(vopts: KernelOptions, device: Any) -> Built:
+def _build(vopts: KernelOptions, device: Any, entry: str | None = None) -> Built:
+    """``vopts``' kernel built and compiled (``entry``: its mangled name, assembled alone:
+    :attr:`~gpuadvise.toolchain.CompileOptions.entry`), its SASS to be read."""
     from gpuadvise.analyze.head import compile_head
     from gpuadvise.analyze.options import build
     from gpuadvise.spec.progress import reporting
@@ -85,6 +87,8 @@ def _build(vopts: KernelOptions, device: Any) -> Built:
 
     with reporting(None):
         spec, _, options = build(vopts)
+        if entry is not None:
+            options = replace(options, entry=entry)
         # its SASS's nvdisasm run started as soon as nvcc has made the cubin (read below)
         with while_nvcc_runs(nvcc_runs, made=disassembly_made):
             head = compile_head(spec, device, options, vopts.nvcc)
@@ -95,7 +99,11 @@ def _build(vopts: KernelOptions, device: Any) -> Built:
 
 
 def _build_into(
-    out: Future[Built], vopts: KernelOptions, device: Any, job: _Job | None = None
+    out: Future[Built],
+    vopts: KernelOptions,
+    device: Any,
+    job: _Job | None = None,
+    entry: str | None = None,
 ) -> None:
     """``vopts`` built into ``out`` (unless it was cancelled first), then its SASS read: the
     caller may trace the variant while this thread reads it, before the next compile.
@@ -106,7 +114,7 @@ def _build_into(
         if job is not None:
             _NVCC_STARTED.set(job.started)  # (this thread's context: a copy, per job)
         try:
-            built = _build(vopts, device)
+            built = _build(vopts, device, entry)
         except BaseException as exc:
             out.set_exception(exc)
             return
@@ -150,7 +158,13 @@ class Ahead:
         self._lock = threading.Lock()
         self._pending = 0  # jobs submitted and not over (the one running included)
 
-    def submit(self, vopts: KernelOptions, device: Any, until_nvcc: bool = False) -> Future[Built]:
+    def submit(
+        self,
+        vopts: KernelOptions,
+        device: Any,
+        until_nvcc: bool = False,
+        entry: str | None = None,
+    ) -> Future[Built]:
         """``vopts``' kernel built and compiled for ``device`` in the thread (the caller's
         context: its time budget); the future is done once it is compiled, its SASS
         (:attr:`Built.sass`) read by the thread after that. ``until_nvcc``: when the thread
@@ -159,14 +173,15 @@ class Ahead:
         variant's spec, the compile cache's lookup) then has the interpreter to itself, where
         a caller running the rules meanwhile would take it back each time the thread waits
         on a file (issue 31: adamw_kernel1's told variant reached nvcc 0.03 s after it was
-        told with the analysing thread idle, 0.16 s with it running the rules at load 10)."""
+        told with the analysing thread idle, 0.16 s with it running the rules at load 10).
+        ``entry``: the kernel's mangled name, its only entry assembled (:func:`_build`)."""
         run = contextvars.copy_context().run
         f: Future[Built] = Future()
         job = _Job(self)
         with self._lock:
             self._pending += 1
             alone = self._pending == 1
-        self._pool.submit(run, _build_into, f, vopts, device, job)
+        self._pool.submit(run, _build_into, f, vopts, device, job, entry)
         self._futures.append(f)
         if until_nvcc and alone:
             job.started.wait(UNTIL_NVCC_S)
@@ -278,7 +293,10 @@ class VariantsAhead:
     candidate, ``options_for``: :func:`~gpuadvise.analyze.variant_trace._variant_options` of
     the variant and a folder), so the results are the same; findings whose first candidates are
     the same variant (:func:`variant_key`: HeCBench f16sp's GA206 and GA208 both offer the one-wave
-    grid-stride loop) share one compile, as they share one trace.
+    grid-stride loop) share one compile, as they share one trace. ``entry``: the kernel's
+    mangled name: a variant's ptxas assembles that entry alone, not every kernel of the file
+    (:attr:`~gpuadvise.toolchain.CompileOptions.entry`: the trace reads that kernel's PTX,
+    resources and SASS only; a variant that renamed it is assembled whole).
 
     The layout proxies given their points from their own traces (``proxy_rules``: the rules with
     ``proxy_point_from_trace``) are compiled the same way, both kernels of each, in a second
@@ -297,8 +315,10 @@ class VariantsAhead:
         rules: Sequence[str],
         proxy_options_for: Callable[[Proxy, Path], Sequence[KernelOptions]] | None = None,
         proxy_rules: Sequence[str] = (),
+        entry: str | None = None,
     ):
         self.options_for, self.device = options_for, device
+        self.entry = entry
         self.rules = frozenset(rules)
         self.proxy_options_for = proxy_options_for
         self.proxy_rules = frozenset(proxy_rules) if proxy_options_for is not None else frozenset()
@@ -332,7 +352,8 @@ class VariantsAhead:
                 continue
             if vopts is not None:
                 # (the rules, run on meanwhile, wait until its nvcc has started)
-                self._builds[key] = (vopts, self._ahead.submit(vopts, self.device, True))
+                compiled = self._ahead.submit(vopts, self.device, True, self.entry)
+                self._builds[key] = (vopts, compiled)
 
     def take(self, v: Variant) -> tuple[KernelOptions, Future[Built]] | None:
         """The options and compile of the variant ``v`` (a finding's first candidate), if

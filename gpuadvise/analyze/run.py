@@ -374,6 +374,8 @@ def _variants_ahead(result: Any, config: Any, opts: KernelOptions) -> Any:
         ids,
         lambda proxy, folder: proxy_sides(opts, proxy, folder),
         proxies,
+        # a variant's module: its kernel alone assembled (the kernel's own mangled name)
+        entry=result.kernel.mangled,
     )
 
 

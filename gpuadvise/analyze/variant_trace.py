@@ -494,7 +494,9 @@ def with_trace_points(
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="gpuadvise-variant-"))
             vopts = _variant_options(opts, v, Path(tmp), analysis.spec.spec_path)
             if vopts is not None:
-                builds[key] = (vopts, ahead.submit(vopts, analysis.device))
+                # (the kernel's entry alone assembled, as VariantsAhead's: ahead._build)
+                entry = analysis.kernel.mangled
+                builds[key] = (vopts, ahead.submit(vopts, analysis.device, entry=entry))
         if not builds:
             return run
         made = _traced_points(analysis, todo, builds, sample_ctas, rates)

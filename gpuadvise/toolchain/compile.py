@@ -27,6 +27,7 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -243,16 +244,30 @@ def _check_temp_dir(path: Path) -> None:
         )
 
 
+_ENTRY_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A mangled name :attr:`CompileOptions.entry` may give ptxas (nvcc hands its ``-Xptxas``
+values to a shell and splits them at commas); any other is assembled with the whole file."""
+
+
+def _entry_flags(options: CompileOptions) -> tuple[str, ...]:
+    """The nvcc flags that make ptxas assemble :attr:`CompileOptions.entry` alone (none: all)."""
+    entry = options.entry
+    if entry is None or not _ENTRY_NAME_RE.fullmatch(entry):
+        return ()
+    return ("-Xptxas", f"--entry={entry}")
+
+
 def _compile(src: Path, options: CompileOptions, tc: Toolchain) -> CompiledModule:
     flags = effective_flags(options, tc)
     if options.confine_to and not options.includes_trusted:  # before the cache: a hit too
         _check_includes(src, flags, options, tc)
+    entry = _entry_flags(options)
     if not options.use_cache:
         _log.info("compiling %s for %s (--no-cache)", src.name, options.arch)
         out_dir = keep_until_exit()  # holds the returned cubin: removed at exit
         try:
             _check_temp_dir(out_dir)
-            return _run_nvcc(src, flags, options, tc, out_dir, out_dir / "work")
+            return _run_nvcc(src, flags, options, tc, out_dir, out_dir / "work", entry=entry)
         except BaseException:
             release(out_dir)
             raise
@@ -269,6 +284,12 @@ def _compile(src: Path, options: CompileOptions, tc: Toolchain) -> CompiledModul
     if hit is not None:
         _log.info("compile cache hit: %s (%s)", src.name, manifest.parent)
         return hit
+    if entry:  # the whole file's compile (a rule's candidate of the same text) missed: its own
+        manifest = manifest_path(root, tc.version, options.arch, flags + entry, src, src_bytes)
+        hit = lookup(root, manifest)
+        if hit is not None:
+            _log.info("compile cache hit: %s, %s alone (%s)", src.name, entry[1], manifest.parent)
+            return hit
     # one process at a time compiles this: a concurrent one's entry is read once it is stored
     with cache_lock.held(manifest.with_suffix(".lock"), LOCK_WAIT_S) as locked:
         if locked and (hit := lookup(root, manifest)) is not None:
@@ -287,7 +308,9 @@ def _compile(src: Path, options: CompileOptions, tc: Toolchain) -> CompiledModul
         with _build_dir(root) as work:
             staging = work / "out"
             staging.mkdir()
-            module = _run_nvcc(src, flags, options, tc, staging, work / "nvcc", on_cubin)
+            module = _run_nvcc(
+                src, flags, options, tc, staging, work / "nvcc", on_cubin, entry=entry
+            )
             stored = store(root, manifest, module, staging)
         # within the lock: the life ranges started as nvcc returned are locked by now (their
         # sidecar's lock, sass.life_range_text_early), so the next process waits for them too
@@ -304,28 +327,28 @@ def _run_nvcc(
     out_dir: Path,
     keep_dir: Path,
     on_cubin: Callable[[Path], None] | None = None,
+    entry: tuple[str, ...] = (),
 ) -> CompiledModule:
+    """nvcc of ``src`` (``flags``; ``entry``: :func:`_entry_flags`, ptxas on that entry alone,
+    or on the whole PTX where the PTX has no such entry) into ``out_dir``."""
     keep_dir.mkdir(parents=True, exist_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     cubin = out_dir / "module.cubin"
     nvcc_input = _nvcc_input(src, keep_dir)
-    cmd = [
-        str(tc.nvcc),
-        *flags,
-        "-cubin",
-        "-keep",
-        "-keep-dir",
-        str(keep_dir),
-        "-o",
-        str(cubin),
-        str(nvcc_input),
-    ]
+    out = ["-cubin", "-keep", "-keep-dir", str(keep_dir), "-o", str(cubin), str(nvcc_input)]
+    cmd = [str(tc.nvcc), *flags, *entry, *out]
     env = {**os.environ, "TMPDIR": str(keep_dir)}  # nvcc's own temporary files: ours to remove
     _log.debug("running %s", " ".join(cmd))
     start = time.perf_counter()
     work = _WHILE_NVCC.get()
     with work() if work is not None else contextlib.nullcontext():
         proc = run_tool(cmd, "nvcc", env=env)
+        if entry and proc.returncode != 0 and _unknown_entry(proc.stderr, entry):
+            # (else the whole file compiled again, as it would have been without the entry)
+            whole = [str(tc.nvcc), *flags, *out]
+            proc = _assemble_whole(proc, flags, tc, keep_dir, cubin, env) or run_tool(
+                whole, "nvcc", env=env
+            )
         elapsed_s = time.perf_counter() - start  # nvcc's own time, not the work beside it
         if on_cubin is not None and proc.returncode == 0 and cubin.is_file():
             # before the work beside nvcc is waited for (it imports nothing: see while_nvcc_runs)
@@ -363,6 +386,60 @@ def _run_nvcc(
         from_cache=False,
         dependencies=tuple(Path(d) for d in deps),
         log=log,
+    )
+
+
+def _unknown_entry(stderr: str, entry: tuple[str, ...]) -> bool:
+    """Whether ptxas failed only because the PTX has no entry ``entry`` names (``ptxas fatal :
+    Unknown function NAME``: the variant renamed or re-typed the kernel)."""
+    name = entry[-1].split("=", 1)[1]
+    return (
+        re.search(rf"ptxas fatal\s*:\s*Unknown function {re.escape(name)}\s*$", stderr, re.M)
+        is not None
+    )
+
+
+_LANGUAGE_RE = re.compile(r"--?x(=.*)?")
+"""nvcc's ``-x cu`` / ``--x=cu`` (a header compiled as CUDA): it would read a PTX as CUDA."""
+
+
+def _assemble_whole(
+    failed: subprocess.CompletedProcess[str],
+    flags: tuple[str, ...],
+    tc: Toolchain,
+    keep_dir: Path,
+    cubin: Path,
+    env: Mapping[str, str],
+) -> subprocess.CompletedProcess[str] | None:
+    """nvcc's ptxas step alone, every entry, on the PTX the ``failed`` run's cicc step left in
+    ``keep_dir`` (the same flags but the input language's: the same cubin as the whole file's
+    compile); its output after what the failed run's other steps said (the preprocessor's and
+    cicc's diagnostics, not ptxas'). None where it left no one PTX or that run failed too."""
+    kept = sorted(keep_dir.glob("*.ptx"))
+    if len(kept) != 1:
+        return None
+    own: list[str] = []
+    skip = False
+    for f in flags:
+        if skip or _LANGUAGE_RE.fullmatch(f):
+            skip = not skip and f in ("-x", "--x")  # (the language is the next argument)
+            continue
+        own.append(f)
+    cmd = [str(tc.nvcc), *own, "-cubin", "-o", str(cubin), str(kept[0])]
+    _log.info("ptxas had no entry for the kernel: assembling every entry of %s", kept[0].name)
+    proc = run_tool(cmd, "nvcc", env=dict(env))
+    if proc.returncode != 0 or not cubin.is_file():
+        return None
+
+    def before(text: str) -> str:
+        lines = [line for line in text.splitlines(keepends=True) if not line.startswith("ptxas")]
+        return "".join(lines)
+
+    return subprocess.CompletedProcess(
+        proc.args,
+        proc.returncode,
+        before(failed.stdout) + proc.stdout,
+        before(failed.stderr) + proc.stderr,
     )
 
 

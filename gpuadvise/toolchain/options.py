@@ -71,6 +71,13 @@ class CompileOptions:
     ``include_dirs``) is shown, and unless ``includes_trusted`` (``gate --trust-config``) a file
     outside them that the source includes is refused before the compile (``includes.py``).
     Empty: neither.
+    ``entry``: a kernel's mangled name: ptxas assembles that entry alone (``--entry``; its
+    callees come with it), the module holds that kernel only and its cubin that kernel's SASS
+    (a variant traced for its point: cicc still compiles the whole file, whose PTX the module
+    keeps). Not one of :meth:`nvcc_flags` (the module's flags stay those of the whole file's
+    compile, the way a rule rebuilds the kernel): :func:`~gpuadvise.toolchain.compile_source`
+    takes a cached compile of the whole file where there is one, and assembles the whole PTX
+    where the entry is not in it (a variant that renamed or re-typed the kernel).
     """
 
     arch: str = "sm_90"
@@ -85,6 +92,7 @@ class CompileOptions:
     cache_dir: Path | None = None
     confine_to: Sequence[str | os.PathLike[str]] = ()
     includes_trusted: bool = False
+    entry: str | None = None
 
     @classmethod
     def from_nvcc_flags(cls, arch: str, flags: Sequence[str]) -> CompileOptions:

@@ -264,15 +264,17 @@ def test_findings_offering_the_same_variant_share_its_build_and_trace(
     twin = dataclasses.replace(f, rule="GA309", line=(f.line or 0) + 1)
     traced: list[str] = []
     built: list[str] = []
+    entries: list[str | None] = []
     real_side, real_build = VT.traced_side, A._build
 
     def side(vopts, *a, **kw):  # type: ignore[no-untyped-def]
         traced.append(str(vopts.source))
         return real_side(vopts, *a, **kw)
 
-    def build(vopts, device):  # type: ignore[no-untyped-def]
+    def build(vopts, device, entry=None):  # type: ignore[no-untyped-def]
         built.append(str(vopts.source))
-        return real_build(vopts, device)
+        entries.append(entry)
+        return real_build(vopts, device, entry)
 
     monkeypatch.setattr(VT, "traced_side", side)
     monkeypatch.setattr(A, "_build", build)
@@ -280,6 +282,8 @@ def test_findings_offering_the_same_variant_share_its_build_and_trace(
         res.analysis, RulesRun((f, twin), ("GA308", "GA309")), opts, None, ["GA308", "GA309"]
     )
     assert len(traced) == 1 and len(built) == 1
+    # its ptxas assembled the kernel alone (the kernel's own mangled name)
+    assert entries == [res.analysis.kernel.mangled]
     alone = VT.with_trace_points(res.analysis, RulesRun((f,), ("GA308",)), opts, None, ["GA308"])
     assert len(traced) == 2
     (a,) = [x for x in both.findings if x.rule == "GA308"]
