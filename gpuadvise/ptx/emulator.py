@@ -136,6 +136,20 @@ _SEEN_LIMIT = 1 << 25
 # reductions called as ufuncs: ndarray.min/max go through a Python wrapper (the same values)
 _least, _most = np.minimum.reduce, np.maximum.reduce
 
+_MASKS_KEPT_WARPS = 8
+"""Steps of at most this many warps (not all the batch's) keep their lane masks by their warps
+and lanes (:meth:`Batch.run`): HeCBench perplexity's last lanes run 34,000 steps of one or two
+warps through two loops, each iteration's mask the last one's; made again it cost a pack, an
+index and the records' layout (~25 us) a step."""
+
+_MASKS_KEPT = 64
+"""The most masks a batch keeps at once (each a bool a lane of the batch, and its index)."""
+
+_FRESH_TEMPLATE_WARPS = 256
+"""Batches of at most this many warps make a record template's stale epochs and weights again
+before a partial-mask record copies it (:meth:`Batch._record_lanes`); larger ones set them on
+the record."""
+
 _FEW_LANES = 64
 """Accesses by at most this many lanes have their addresses' least, greatest and bitwise or
 taken in Python integers (:func:`_bounds`): three numpy reductions cost ~4 us each on a handful
@@ -1353,13 +1367,18 @@ class Batch:
     ) -> None:
         """Write the records of an access by ``lanes`` (ascending, not empty) under trace key
         ``key``, as :meth:`_record` does for a partial mask."""
-        # the key's template for the fields that never change (its epochs and weights may be
-        # stale: those of the warps written are set below, the template is not made again)
+        # the key's template for the fields that never change; its epochs and weights made
+        # again when stale in a batch of a few warps (a copy of a few hundred), else left stale
+        # and those of the warps written set below (HeCBench perplexity: 5,400 templates made
+        # again for 250,000 records that each set them)
+        sampler = self.sampler
         got = self._record_templates.get(key)
-        if got is None:
+        if got is None or (
+            got[1] != self._epoch_gen + (sampler.changes << 32)
+            and self.nwarps <= _FRESH_TEMPLATE_WARPS
+        ):
             got = self._record_template(key, sp, kind, width)
         raw = got[2]
-        sampler = self.sampler
         last = self._layout_of  # (_lanes_layout's own check of the last lanes, without its call)
         lay = last[1] if last is not None and last[0] is lanes else self._lanes_layout(lanes)
         if lay[1] is None:  # one warp's lanes (ascending): one record
@@ -2303,6 +2322,9 @@ class Batch:
         lock = -1  # the block every warp is at, in lockstep; -1: not in lockstep
         lock_extra = 0  # instructions every warp executed in lockstep, not in warp_count yet
         full_mask = Mask(None, n)
+        # the masks of partial steps of a few warps, by their warps and lanes (read only: an op
+        # derives new arrays from a mask, never writes its own)
+        kept_masks: dict[bytes, tuple[Mask, int]] = {}
         while True:
             if lock >= 0:
                 p = lock
@@ -2408,6 +2430,21 @@ class Batch:
                         continue
                     mask = Mask(None, n)
                     active = n
+                elif ws.size <= _MASKS_KEPT_WARPS:
+                    # a few warps' lanes: the mask (and what its users derive from it, kept on
+                    # it: the lanes' index, the records' layout) of the last steps with the same
+                    # warps and lanes, made once (a warp or two running a loop a step at a time
+                    # has the same lanes for every iteration)
+                    mkey = ws.tobytes() + masks.tobytes()
+                    got_mask = kept_masks.get(mkey)
+                    if got_mask is None:
+                        if len(kept_masks) >= _MASKS_KEPT:
+                            kept_masks.clear()
+                        got_mask = kept_masks[mkey] = (
+                            self._lane_mask(ws, masks, n),
+                            int(add(np.bitwise_count(masks))),
+                        )
+                    mask, active = got_mask
                 else:
                     mask = self._lane_mask(ws, masks, n)
                     active = int(add(np.bitwise_count(masks)))
