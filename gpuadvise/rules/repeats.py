@@ -592,10 +592,18 @@ def removable_records(view: TraceView, reload_lanes: np.ndarray) -> np.ndarray:
     ``reload_lanes`` (view lane indices): the request goes when they all do."""
     lanes = view.lanes
     n_rec = len(view.records)
-    mark = np.zeros(len(lanes), np.float64)
-    mark[reload_lanes] = 1.0
     total = np.bincount(lanes.rec, minlength=n_rec)
-    hit = np.bincount(lanes.rec, weights=mark, minlength=n_rec)
+    # each record's lanes in ``reload_lanes``, counted in integers over those lanes alone (a
+    # float64 weight a lane, counted over every lane: HeCBench softmax's 8 M lanes and 4 M
+    # reloads 0.064 CPU-s against 0.037, issue 31); lanes named twice counted once, as a mark
+    # would (GA309's reloads come ascending, each once: no mark made)
+    r = np.asarray(reload_lanes)
+    if len(r) >= 2 and not bool((r[1:] > r[:-1]).all()):
+        mark = np.zeros(len(lanes), bool)
+        mark[r] = True
+        r = np.flatnonzero(mark)
+        del mark
+    hit = np.bincount(lanes.rec[r], minlength=n_rec)
     return (view.records["kind"] == int(Kind.LOAD)) & (total > 0) & (hit == total)
 
 
