@@ -211,8 +211,9 @@ def _capacity(
 ) -> tuple[np.ndarray | None, np.ndarray]:
     """:func:`capacity_misses`' windows (None without ``windows``) and miss shares."""
     group = np.asarray(group, np.int64)
-    acc_rec = np.asarray(acc_rec, np.int64)
-    acc_key = np.asarray(acc_key, np.int64)
+    # (the accesses' records and keys in their own signed integer type where it is 32 bits or
+    # more: the same integers, no access-sized int64 copies held through the peak; issue 31)
+    acc_rec, acc_key = _signed_wide(acc_rec), _signed_wide(acc_key)
     n_acc = len(acc_rec)
 
     def reuse(
@@ -424,6 +425,12 @@ def misses_in_flight_by_record(
 
 
 _CHUNK = 1 << 20  # _by_cta_sector's slices: 8 MB of int64 temporaries at a time
+
+
+def _signed_wide(a: np.ndarray) -> np.ndarray:
+    """``a`` as it is where it is a signed integer array of 32 bits or more, else in int64."""
+    a = np.asarray(a)
+    return a if a.dtype.kind == "i" and a.dtype.itemsize >= 4 else a.astype(np.int64)
 
 
 def _by_cta_sector(

@@ -460,3 +460,36 @@ def test_the_packed_sort_in_slices_orders_as_the_lexsort(monkeypatch: pytest.Mon
     sliced = capacity_misses(group, lines, np.ones(n_rec), pair[0], pair[1], 15.0, conc)
     assert np.array_equal(sliced.miss, whole.miss)
     assert np.array_equal(sliced.window_lines, whole.window_lines)
+
+
+@pytest.mark.parametrize("capped", [True, False])
+def test_the_shares_of_int32_accesses_are_those_of_int64(capped: bool) -> None:
+    """The accesses' records and keys in int32 (the L1 refetches' pairs where they fit, issue 31)
+    give the shares and windows of the same integers in int64, bit for bit, in the packed sort's
+    order and in the lexsort's (shuffled accesses)."""
+    rng = np.random.default_rng(5)
+    n_rec = 700
+    group = rng.integers(0, 9, n_rec)
+    lines = rng.integers(0, 4, n_rec).astype(float)
+    w = rng.integers(1, 4, n_rec).astype(float)
+    pair = np.unique(
+        np.stack([np.sort(rng.integers(0, n_rec, 5000)), rng.integers(0, 90, 5000)]), axis=1
+    )
+    conc = rng.uniform(1, 4, 9)
+    cap = rng.uniform(5, 40, 9) if capped else None
+    narrow = pair.astype(np.int32)
+    for perm in (np.arange(pair.shape[1]), rng.permutation(pair.shape[1])):
+        for capacity in (3.0, 25.0):
+            want = capacity_misses(
+                group, lines, w, pair[0][perm], pair[1][perm], capacity, conc, cap
+            )
+            got = capacity_misses(
+                group, lines, w, narrow[0][perm], narrow[1][perm], capacity, conc, cap
+            )
+            assert np.array_equal(got.miss, want.miss)
+            assert np.array_equal(got.window_lines, want.window_lines)
+            shares = capacity_miss_shares(
+                group, lines, w, narrow[0][perm], narrow[1][perm], capacity, conc, cap
+            )
+            assert np.array_equal(shares, want.miss)
+            assert want.miss.any()
