@@ -211,8 +211,9 @@ def _capacity(
 ) -> tuple[np.ndarray | None, np.ndarray]:
     """:func:`capacity_misses`' windows (None without ``windows``) and miss shares."""
     group = np.asarray(group, np.int64)
-    acc_rec = np.asarray(acc_rec, np.int64)
-    acc_key = np.asarray(acc_key, np.int64)
+    # (the accesses' records and keys in their own signed integer type where it is 32 bits or
+    # more: the same integers, no access-sized int64 copies held through the peak; issue 31)
+    acc_rec, acc_key = _signed_wide(acc_rec), _signed_wide(acc_key)
     n_acc = len(acc_rec)
 
     def reuse(
@@ -266,9 +267,14 @@ def _capacity(
     del ok
     if not len(cur):
         return reuse()
-    # (the difference made in place: the same subtraction, one re-read-sized temporary fewer)
-    lines = csum[pc - 1]
-    lines -= csum[pp]
+    # (the difference made in place a slice of re-reads at a time: the same subtraction, no
+    # re-read-sized temporaries beside it; issue 31: AoSKernel's build before the fork)
+    lines = np.empty(len(pc), np.float64)
+    for lo in range(0, len(pc), _CHUNK):
+        hi = min(lo + _CHUNK, len(pc))
+        seg = lines[lo:hi]
+        np.take(csum, pc[lo:hi] - 1, out=seg)
+        seg -= csum[pp[lo:hi]]
     np.maximum(lines, 0.0, out=lines)
     if len(weight) and weight.min() == weight.max():  # no sampled loop: the one weight
         lines /= max(float(weight[0]), 1e-12)  # (the value each read's share would be)
@@ -278,12 +284,18 @@ def _capacity(
         lines /= shared
         del shared
     del pc, pp
-    gc = g[cur]
-    del g
-    if group_lines is not None:
-        np.minimum(lines, np.asarray(group_lines, np.float64)[gc], out=lines)
-    lines *= np.asarray(concurrency, np.float64)[gc]
-    del gc, pos, order, weight, csum, group, acc_rec, acc_key
+    # (each re-read's CTA cap and concurrency a slice at a time: the same operations in the
+    # same order, no re-read-sized CTA index or gathers beside the lines; issue 31)
+    cap = None if group_lines is None else np.asarray(group_lines, np.float64)
+    conc = np.asarray(concurrency, np.float64)
+    for lo in range(0, len(cur), _CHUNK):
+        hi = min(lo + _CHUNK, len(cur))
+        gc = g[cur[lo:hi]]
+        seg = lines[lo:hi]
+        if cap is not None:
+            np.minimum(seg, cap[gc], out=seg)
+        seg *= conc[gc]
+    del g, pos, order, weight, csum, group, acc_rec, acc_key
     return reuse(cur, lines)
 
 
@@ -424,6 +436,12 @@ def misses_in_flight_by_record(
 
 
 _CHUNK = 1 << 20  # _by_cta_sector's slices: 8 MB of int64 temporaries at a time
+
+
+def _signed_wide(a: np.ndarray) -> np.ndarray:
+    """``a`` as it is where it is a signed integer array of 32 bits or more, else in int64."""
+    a = np.asarray(a)
+    return a if a.dtype.kind == "i" and a.dtype.itemsize >= 4 else a.astype(np.int64)
 
 
 def _by_cta_sector(

@@ -323,8 +323,13 @@ def _pairs_by_record(rec: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, np.n
     return _pairs_of_runs(r, k)
 
 
-def _pairs_of_runs(r: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_pairs_by_record` of the first of each run of equal pairs (``r``, ``k``)."""
+def _pairs_of_runs(
+    r: np.ndarray, k: np.ndarray, *, wide: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_pairs_by_record` of the first of each run of equal pairs (``r``, ``k``).
+    ``wide=False``: the pairs in their own integer types where they come in order already (no
+    int64 copies: the L1 refetches' records and keys of every load, 56 MB each on AoSKernel's
+    7 M, held through the capacity model's peak; issue 31)."""
     if len(r) > 1:
         up = (r[1:] > r[:-1]) | ((r[1:] == r[:-1]) & (k[1:] > k[:-1]))
         if not bool(up.all()):
@@ -334,6 +339,8 @@ def _pairs_of_runs(r: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray
                 return got
             rows = distinct_rows([r, k])
             return rows[0], rows[1]
+    if not wide:
+        return r, k
     return r.astype(np.int64, copy=False), k.astype(np.int64, copy=False)
 
 
@@ -661,8 +668,16 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
     # the (buffer, sector) key, dense: in the order of (buffer << 40) | sector, and narrow
     # enough for distinct_rows and capacity_misses to sort it packed with the record
     sec = lanes.off[idx] // SECTOR
-    skey = lb[idx].astype(np.int64)  # (made in place: no lane-sized temporaries, issue 31)
-    skey *= np.int64(int(sec.max()) + 1)
+    span = int(sec.max()) + 1
+    # (made in place: no lane-sized temporaries; in the buffers' int32 where every key fits, the
+    # same integers: the records' and keys' pairs held through the capacity model's peak at half
+    # the bytes, issue 31)
+    skey = lb[idx]
+    lo = int(skey.min()) * span + int(sec.min())
+    hi = int(skey.max()) * span + span - 1
+    if skey.dtype != np.int32 or lo < -(2**31) or hi >= 2**31:
+        skey = skey.astype(np.int64)
+    skey *= skey.dtype.type(span)
     skey += sec
     del sec
     rec = lanes.rec[idx]
@@ -675,7 +690,7 @@ def l1_refetch(device: DeviceSpec, view: TraceView, keep: np.ndarray | None = No
         head = run_heads(rec, skey)
         r, k = rec[head], skey[head]
         del head, rec, skey
-        acc_rec, acc_key = _pairs_of_runs(r, k)
+        acc_rec, acc_key = _pairs_of_runs(r, k, wide=False)
         del r, k
     else:
         pair = distinct_rows([rec, skey])

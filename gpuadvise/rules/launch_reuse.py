@@ -87,35 +87,48 @@ def launch_reuse(view: TraceView, lanes: Lanes, buffer_bytes: int) -> LaunchReus
     # are those of the distinct (CTA, sector) keys (issue 31: a buffer's lanes over the
     # sampled CTAs are millions, read several times by each CTA: no lane-sized copy kept,
     # no second sort of every lane)
-    off = lanes.off.astype(np.int64, copy=False)
-    n = len(off)
+    # (each column read a chunk of lanes at a time, Lanes.column_slice: a line's taken lanes
+    # gather none of their columns whole, nor keep them; issue 31: GA305's peak on AoSKernel,
+    # the offsets, CTAs and widths of 7 M lanes held through the keys' sort)
+    n = len(lanes)
+    col = lanes.column_slice
     # the sectors past the first, in int32 (0 or 1 but for accesses wider than a sector; issue
     # 31: no int64 lane-sized temporaries but the keys; off % SECTOR is off & 31, negative too)
-    step = np.bitwise_and(off, SECTOR - 1, out=np.empty(n, np.int32), casting="unsafe")
-    np.add(step, lanes.width, out=step, casting="unsafe")
-    step -= 1
-    step //= SECTOR
-    cross = np.flatnonzero(step)
-    # the (CTA << 44) | sector keys, made a chunk of lanes at a time in the one array sorted in
-    # place (no lane-sized int64 temporary); the crossing lanes' next sectors after them; the
-    # sample's distinct sectors are those of the distinct keys
-    ctas = np.empty(n + len(cross), np.int64)
-    cta = lanes.cta
+    step = np.empty(n, np.int32)
     for i in range(0, n, _KEY_CHUNK):
         j = min(i + _KEY_CHUNK, n)
+        steps = step[i:j]
+        np.bitwise_and(
+            col("off", i, j).astype(np.int64, copy=False), SECTOR - 1, out=steps, casting="unsafe"
+        )
+        np.add(steps, col("width", i, j), out=steps, casting="unsafe")
+        steps -= 1
+        steps //= SECTOR
+    crossing = int(np.count_nonzero(step))
+    # the (CTA << 44) | sector keys, made a chunk of lanes at a time in the one array sorted in
+    # place (no lane-sized int64 temporary); the crossing lanes' next sectors after them (the
+    # same keys as one array of the first sectors, then one of the next: sorted, the same
+    # values); the sample's distinct sectors are those of the distinct keys
+    ctas = np.empty(n + crossing, np.int64)
+    at = n
+    for i in range(0, n, _KEY_CHUNK):
+        j = min(i + _KEY_CHUNK, n)
+        sector = col("off", i, j).astype(np.int64, copy=False) // SECTOR
         part = ctas[i:j]
-        part[...] = cta[i:j]
+        part[...] = col("cta", i, j)
         part <<= 44
-        part |= off[i:j] // SECTOR
-    tail = off[cross] // SECTOR
-    tail += step[cross]
+        part |= sector
+        if crossing:
+            cross = np.flatnonzero(step[i:j])
+            tail = sector[cross]
+            tail += step[i:j][cross]
+            last = ctas[at : at + len(cross)]
+            last[...] = col("cta", i, j)[cross]
+            last <<= 44
+            last |= tail
+            at += len(cross)
+        del sector
     del step
-    last = ctas[n:]
-    last[...] = cta[cross]
-    del cross
-    last <<= 44
-    last |= tail
-    del tail, last
     sort_in_place(ctas)
     head = np.empty(len(ctas), bool)
     head[0] = True

@@ -16,7 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from gpuadvise.arrays import distinct_rows, most_common, run_heads, sort_in_place, stable_argsort
+from gpuadvise.arrays import (
+    distinct_rows,
+    most_common,
+    run_heads,
+    sort_in_place,
+    stable_argsort,
+    stable_argsort_equal,
+)
 from gpuadvise.rules.findings import Estimate, Finding, Variant
 from gpuadvise.rules.proxy import merge_stores, soa_description, soa_proxy
 from gpuadvise.trace.access import Kind
@@ -105,16 +112,41 @@ def thread_step(lanes: Any) -> int | None:
     if len(lanes) < 2:
         return None
     # by thread, then record: the lanes come in record order (TraceView.lanes_of), so one
-    # stable sort of a combined thread key
-    order = stable_argsort(lanes.cta.astype(np.int64) * (int(lanes.tid.max()) + 1) + lanes.tid)
-    if not bool((np.diff(lanes.rec) >= 0).all()):
+    # stable sort of a combined thread key (one integer a (CTA, thread): the same neighbours
+    # equal as the two columns; the key this function's own, sorted in its memory, and the
+    # neighbours' equality read from the sorted keys: no gather of the CTA, thread and offset
+    # columns by the order, issue 31's peak, GA301's detect on AoSKernel's 7 M lanes)
+    in_order = bool((np.diff(lanes.rec) >= 0).all())
+    key = lanes.cta.astype(np.int64)
+    key *= np.int64(int(lanes.tid.max()) + 1)
+    key += lanes.tid
+    if in_order:
+        order, same = stable_argsort_equal(key, overwrite=True)
+    else:
         order = np.lexsort((lanes.rec, lanes.tid, lanes.cta))
-    cta, tid, off = lanes.cta[order], lanes.tid[order], lanes.off[order]
-    same = (cta[1:] == cta[:-1]) & (tid[1:] == tid[:-1])
-    d = (off[1:] - off[:-1])[same]
+        sorted_key = key[order]
+        same = sorted_key[1:] == sorted_key[:-1]
+        del sorted_key
+    del key
+    # each thread's steps, a slice of positions at a time (no lane-sized gathers of the
+    # offsets, nor their difference): the same values in the same order
+    off = lanes.off
+    d = np.empty(int(np.count_nonzero(same)), off.dtype)
+    at = 0
+    for lo in range(0, len(same), _STEP_CHUNK):
+        hi = min(lo + _STEP_CHUNK, len(same))
+        o = off[order[lo : hi + 1]]
+        step = o[1:] - o[:-1]
+        step = step[same[lo:hi]]
+        d[at : at + len(step)] = step
+        at += len(step)
+    del order, same
     if not len(d):
         return None
     return most_common(d)
+
+
+_STEP_CHUNK = 1 << 20  # thread_step's positions a slice (8 MB of int64 temporaries)
 
 
 def row_walk(

@@ -198,6 +198,14 @@ class Lanes:
         """The six columns, in the constructor's order."""
         return (self.rec, self.inst, self.cta, self.tid, self.off, self.width)
 
+    def column_slice(self, name: str, lo: int, hi: int) -> np.ndarray:
+        """``getattr(self, name)[lo:hi]``, the column ``name``'s lanes ``lo`` to ``hi``, without
+        gathering the whole column where it is not read yet (:meth:`take`'s lanes: the source's
+        at the slice's kept indices, not kept; issue 31: a reader of millions of lanes a chunk
+        at a time holds none of their columns)."""
+        col: np.ndarray = getattr(self, name)
+        return col[lo:hi]
+
     def lean(self) -> Lanes:
         """The same lanes holding none of the columns read so far: of :meth:`take`'s lanes,
         the kept indices over the first source that is not itself taken, each column gathered
@@ -266,6 +274,13 @@ class _TakenLanes(Lanes):
 
     def __len__(self) -> int:
         return len(self.__dict__["_keep"])
+
+    def column_slice(self, name: str, lo: int, hi: int) -> np.ndarray:
+        got: np.ndarray | None = self.__dict__["_got"].get(name)
+        if got is not None:
+            return got[lo:hi]
+        col: np.ndarray = getattr(self.__dict__["_source"], name)
+        return col[self.__dict__["_keep"][lo:hi]]
 
     def lean(self) -> Lanes:
         source, keep = self.__dict__["_source"], self.__dict__["_keep"]

@@ -460,3 +460,45 @@ def test_the_packed_sort_in_slices_orders_as_the_lexsort(monkeypatch: pytest.Mon
     sliced = capacity_misses(group, lines, np.ones(n_rec), pair[0], pair[1], 15.0, conc)
     assert np.array_equal(sliced.miss, whole.miss)
     assert np.array_equal(sliced.window_lines, whole.window_lines)
+
+
+@pytest.mark.parametrize("capped", [True, False])
+@pytest.mark.parametrize("constant", [True, False])
+@pytest.mark.parametrize("chunk", [7, 1 << 20])
+def test_the_shares_of_int32_accesses_are_those_of_int64(
+    capped: bool, constant: bool, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The accesses' records and keys in int32 (the L1 refetches' pairs where they fit, issue 31)
+    give the shares and windows of the same integers in int64, bit for bit, in the packed sort's
+    order and in the lexsort's (shuffled accesses); and so do the re-reads' lines, caps and
+    concurrency taken a slice at a time (slices of 7 here, of a million in use)."""
+    from gpuadvise.model import l1
+
+    rng = np.random.default_rng(5)
+    n_rec = 700
+    group = rng.integers(0, 9, n_rec)
+    lines = rng.integers(0, 4, n_rec).astype(float)
+    w = np.ones(n_rec) if constant else rng.integers(1, 4, n_rec).astype(float)
+    pair = np.unique(
+        np.stack([np.sort(rng.integers(0, n_rec, 5000)), rng.integers(0, 90, 5000)]), axis=1
+    )
+    conc = rng.uniform(1, 4, 9)
+    cap = rng.uniform(5, 40, 9) if capped else None
+    narrow = pair.astype(np.int32)
+    perms = (np.arange(pair.shape[1]), rng.permutation(pair.shape[1]))
+    wants = [
+        capacity_misses(group, lines, w, pair[0][p], pair[1][p], capacity, conc, cap)
+        for p in perms
+        for capacity in (3.0, 25.0)
+    ]
+    monkeypatch.setattr(l1, "_CHUNK", chunk)
+    got_all = [(p, capacity) for p in perms for capacity in (3.0, 25.0)]
+    for (p, capacity), want in zip(got_all, wants, strict=True):
+        got = capacity_misses(group, lines, w, narrow[0][p], narrow[1][p], capacity, conc, cap)
+        assert np.array_equal(got.miss, want.miss)
+        assert np.array_equal(got.window_lines, want.window_lines)
+        shares = capacity_miss_shares(
+            group, lines, w, narrow[0][p], narrow[1][p], capacity, conc, cap
+        )
+        assert np.array_equal(shares, want.miss)
+        assert want.miss.any()

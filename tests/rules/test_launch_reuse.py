@@ -57,3 +57,33 @@ def test_random_lanes_against_the_sets_of_their_sectors(
     got = launch_reuse(SimpleNamespace(scale=1.0), lanes, 1 << 40)
     assert got.l2_sectors == len(pairs)
     assert got.sample_sectors == len({s for _, s in pairs})
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 7, 1])
+def test_taken_lanes_count_as_their_columns_and_keep_none(
+    chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line's taken lanes (Lanes.take, as the view's accesses give them) read a chunk at a
+    time (Lanes.column_slice, issue 31): the counts of the same lanes holding their columns, and
+    no column gathered whole and kept; a column read before is sliced as it is."""
+    monkeypatch.setattr(sys.modules["gpuadvise.rules.launch_reuse"], "_KEY_CHUNK", chunk)
+    rng = np.random.default_rng(3)
+    n = 3000
+    source = _lanes(
+        rng.integers(0, 25, n).tolist(),
+        (rng.integers(0, 1 << 10, n) * 4 + rng.choice([0, 2, 1 << 33], n)).tolist(),
+        rng.choice([1, 4, 8, 16, 64], n).tolist(),
+        np.int32,
+    )
+    keep = np.flatnonzero(rng.random(n) < 0.6)
+    taken = source.take(keep)
+    plain = Lanes(*(c[keep] for c in source.columns()))
+    want = launch_reuse(SimpleNamespace(scale=2.0), plain, 1 << 40)
+    assert want.l2_sectors > want.sample_sectors > 0
+    assert launch_reuse(SimpleNamespace(scale=2.0), taken, 1 << 40) == want
+    assert taken.__dict__["_got"] == {}
+    assert np.array_equal(taken.off, plain.off)  # (the offsets gathered and kept now)
+    assert launch_reuse(SimpleNamespace(scale=2.0), taken, 1 << 40) == want
+    for name in ("rec", "cta", "off", "width"):
+        assert np.array_equal(taken.column_slice(name, 5, 900), getattr(plain, name)[5:900])
+        assert np.array_equal(plain.column_slice(name, 5, 900), getattr(plain, name)[5:900])

@@ -96,3 +96,49 @@ def test_rows_held_by_one_sort_are_the_pairs_counts(seed: int) -> None:
     # keys too wide to pack: None (row_refetch falls back to the pairs)
     assert walks._rows_held(cta, tid, np.r_[line[:-1], line[-1] + 2**61]) is None
     assert walks._rows_held(cta[:0], tid[:0], line[:0]) == (0.0, 0)
+
+
+def _thread_step_gathered(lanes: Lanes) -> int | None:
+    """thread_step as it was written before issue 31's peak: the CTA, thread and offset columns
+    gathered by the order, the steps of every lane at once."""
+    if len(lanes) < 2:
+        return None
+    order = np.argsort(
+        lanes.cta.astype(np.int64) * (int(lanes.tid.max()) + 1) + lanes.tid, kind="stable"
+    )
+    if not bool((np.diff(lanes.rec) >= 0).all()):
+        order = np.lexsort((lanes.rec, lanes.tid, lanes.cta))
+    cta, tid, off = lanes.cta[order], lanes.tid[order], lanes.off[order]
+    same = (cta[1:] == cta[:-1]) & (tid[1:] == tid[:-1])
+    d = (off[1:] - off[:-1])[same]
+    if not len(d):
+        return None
+    vals, counts = np.unique(d, return_counts=True)
+    return int(vals[np.argmax(counts)])
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
+def test_thread_step_in_slices_is_the_gathered_one(seed: int, chunk: int, monkeypatch) -> None:
+    """thread_step's key sorted in place and its steps a slice of positions at a time (issue 31)
+    give the step of the gathered columns: records in order or not, one thread or many, CTAs
+    whose thread ranges meet, steps of every sign, and lanes whose threads never repeat."""
+    monkeypatch.setattr(walks, "_STEP_CHUNK", chunk)
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 3000))
+    ctas, threads = int(rng.integers(1, 40)), int(rng.choice([1, 32, 256, 70_000]))
+    rec = np.sort(rng.integers(0, n // 3 + 1, n)) if seed % 3 else rng.integers(0, 50, n)
+    cta = rng.integers(0, ctas, n).astype(np.int32)
+    tid = rng.integers(0, threads, n).astype(np.int32)
+    off = rng.choice([4, 8, -16, 36], n).cumsum() + rng.integers(0, 3, n) * (seed % 2)
+    lanes = Lanes(
+        rec.astype(np.int32), np.zeros(n, np.int32), cta, tid, off.astype(np.int64),
+        np.full(n, 4, np.int32),
+    )  # fmt: skip
+    assert walks.thread_step(lanes) == _thread_step_gathered(lanes)
+    # every lane its own thread: no step
+    alone = Lanes(
+        lanes.rec, lanes.inst, np.zeros(n, np.int32), np.arange(n, dtype=np.int32), lanes.off,
+        lanes.width,
+    )  # fmt: skip
+    assert walks.thread_step(alone) is None is _thread_step_gathered(alone)
