@@ -184,9 +184,11 @@ class UncoalescedAccess(Rule):
             buffers = view.buffers_at(insts)
             recs_at = view.records_of(insts)  # (from the records: no pass over the lanes)
             line_requests = max(view.weighted(recs_at), 1.0)
-            streams = list(walks.address_streams(view, insts, buffers, data))
-            for b, group in streams:
+            streams = walks.line_streams(view, insts, buffers, data)
+            for b, group, held in streams:
                 lanes, recs = view.access(group, b)
+                if held is not None:  # (the same lanes, their columns gathered already)
+                    lanes = held
                 # the stream's own requests and sectors, not the line's: two buffers loaded on
                 # one line, or two walks of one buffer (``q[i] * k[i]`` with ``q`` the same
                 # for the whole warp and ``k`` a row per thread), are told apart

@@ -190,6 +190,13 @@ class _SectorSet:
 
 _SETS: weakref.WeakKeyDictionary[TraceView, dict[str, _SectorSet]] = weakref.WeakKeyDictionary()
 
+_SET_SPANS: weakref.WeakKeyDictionary[TraceView, dict[str, list[int]]] = weakref.WeakKeyDictionary()
+"""The spans of the view's sector sets' key columns (:func:`_packed_at_spans`), a few numbers
+per set kept while the view lives: :func:`launch_traffic_alone` drops the sets themselves
+before the rules' fork, and the process that makes them again finds the same spans here
+instead of a pass over the lanes' columns for them (issue 31: GA301's rebuild after the
+fork)."""
+
 
 _MISSING: weakref.WeakKeyDictionary[TraceView, tuple[float, float]] = weakref.WeakKeyDictionary()
 
@@ -544,11 +551,15 @@ def _sector_sets(view: TraceView, keep: np.ndarray | None = None) -> dict[str, _
                 # _span find from those gathers)
                 inner: int | None = None
                 if len(idx):
+                    # (the view's own sets: their spans, when made before, from then)
+                    known = _SET_SPANS.setdefault(view, {}) if kept is None else {}
                     k, spans = _packed_at_spans(
                         [lanes.cta, lb, lanes.off] if name == "l2" else [lb, lanes.off],
                         idx,
                         SECTOR,
+                        known.get(name),
                     )
+                    known[name] = spans
                     if name == "l2" and spans[1] * spans[2] * spans[0] < 2**62:
                         inner = spans[1] * spans[2]
                     sector_span = spans[-1]
@@ -838,20 +849,24 @@ def _packed_at(cols: list[np.ndarray], at: np.ndarray, last_div: int = 1) -> np.
 
 
 def _packed_at_spans(
-    cols: list[np.ndarray], at: np.ndarray, last_div: int = 1
+    cols: list[np.ndarray], at: np.ndarray, last_div: int = 1, spans: list[int] | None = None
 ) -> tuple[np.ndarray, list[int]]:
     """:func:`_packed_at`'s key and each gathered column's span (its largest value + 1; 0
-    without lanes)."""
+    without lanes). ``spans``: those spans, found by an earlier call on the same columns and
+    lanes (no pass to find them again)."""
     n = len(at)
 
     def part_of(c: np.ndarray, a: np.ndarray, last: bool) -> np.ndarray:
         return c[a] // last_div if last and last_div != 1 else c[a]
 
-    spans = [0] * len(cols)  # each column's largest value + 1, as _packed finds them
-    for i in range(0, n, _KEY_CHUNK):
-        a = at[i : i + _KEY_CHUNK]
-        for j, c in enumerate(cols):
-            spans[j] = max(spans[j], int(part_of(c, a, j == len(cols) - 1).max()) + 1)
+    if spans is not None:
+        spans = list(spans)
+    else:
+        spans = [0] * len(cols)  # each column's largest value + 1, as _packed finds them
+        for i in range(0, n, _KEY_CHUNK):
+            a = at[i : i + _KEY_CHUNK]
+            for j, c in enumerate(cols):
+                spans[j] = max(spans[j], int(part_of(c, a, j == len(cols) - 1).max()) + 1)
     total = 1
     for span in spans:
         total *= span

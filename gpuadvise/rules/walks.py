@@ -44,6 +44,7 @@ __all__ = [
     "display_fix",
     "group_walks",
     "lanes_row_walk",
+    "line_streams",
     "other_kind_insts",
     "row_refetch",
     "row_walk",
@@ -290,6 +291,32 @@ def address_streams(
     group; those in ``data_addressed`` (addresses from loaded data) into more than a lookup
     table's bytes are one group of their own, whatever stride the data gave each of them (a
     small table's keep the stride groups: GA301 judged them so before GA305 took tables)."""
+    for b, group, _ in line_streams(view, insts, buffers, data_addressed):
+        yield b, group
+
+
+def line_streams(
+    view: Any, insts: Any, buffers: list[str], data_addressed: set[int]
+) -> list[tuple[str, Any, Any]]:
+    """:func:`address_streams`' (buffer, instructions) with, where the line reaches one
+    buffer in one stream, its lanes (``view.access`` of them: every lane of the line's
+    instructions in the buffer, the columns the streams read already gathered) for the caller
+    to read instead of taking them again (issue 31: GA301 gathered the records, threads,
+    offsets and instructions of a line's lanes twice); else None (a stream's lanes are then
+    only its instructions', and no two buffers' lanes are held at once)."""
+    if len(buffers) != 1:
+        return [(b, group, None) for b, group, _ in _streams(view, insts, buffers, data_addressed)]
+    out = list(_streams(view, insts, buffers, data_addressed))
+    if len(out) != 1:
+        return [(b, group, None) for b, group, _ in out]
+    return out
+
+
+def _streams(
+    view: Any, insts: Any, buffers: list[str], data_addressed: set[int]
+) -> Iterator[tuple[str, Any, Any]]:
+    """:func:`address_streams`' streams, each with the lanes of its buffer's access (all the
+    line's instructions', not the stream's alone)."""
     for b in buffers:
         lanes, _ = view.access(insts, b)
         groups: dict[int | None, list[int]] = {}
@@ -306,16 +333,16 @@ def address_streams(
                 continue
             groups.setdefault(stride_mode(lanes.take(by_inst[lo:hi])), []).append(inst)
         if gathers:
-            yield b, np.array(gathers, np.int64)
+            yield b, np.array(gathers, np.int64), lanes
         loose = groups.pop(None, [])
         if not groups:
             if loose:
-                yield b, np.array(loose, np.int64)
+                yield b, np.array(loose, np.int64), lanes
             continue
         biggest = max(groups, key=lambda k: len(groups[k]))
         groups[biggest] += loose
         for key in sorted(groups, key=lambda k: (k is None, k)):
-            yield b, np.array(sorted(groups[key]), np.int64)
+            yield b, np.array(sorted(groups[key]), np.int64), lanes
 
 
 def walk_advice(

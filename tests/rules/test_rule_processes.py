@@ -297,6 +297,41 @@ def test_the_launchs_traffic_alone_keeps_no_sector_sets():
     assert estimates._SETS[view] is sets
 
 
+def test_the_sector_sets_made_again_read_the_spans_kept(monkeypatch):
+    """The sector sets made again after launch_traffic_alone dropped them (a rule's changed
+    traffic after the fork) take their keys' spans from the first build (no pass over the lanes
+    for them) and are the same sets, key for key, as those of a view that never had them."""
+    import gpuadvise.rules.estimates as estimates
+
+    context, _ = _context(*CASES[1])
+    view, device = context.trace_view, context.device
+    estimates.launch_traffic_alone(device, view)
+    assert view not in estimates._SETS
+    kept = {k: list(v) for k, v in estimates._SET_SPANS[view].items()}
+    assert set(kept) == {"l2", "store"} or set(kept) == {"l2"}
+    given: list[Any] = []
+    real = estimates._packed_at_spans
+
+    def spans_given(cols: Any, at: Any, last_div: int = 1, spans: Any = None) -> Any:
+        given.append(None if spans is None else list(spans))
+        return real(cols, at, last_div, spans)
+
+    monkeypatch.setattr(estimates, "_packed_at_spans", spans_given)
+    again = estimates._sector_sets(view)
+    assert given == [kept[k] for k in ("l2", "store") if k in kept]
+    monkeypatch.setattr(estimates, "_packed_at_spans", real)
+    fresh, _ = _context(*CASES[1])
+    want = estimates._sector_sets(fresh.trace_view)
+    assert set(again) == set(want)
+    for name, s in want.items():
+        got = again[name]
+        assert np.array_equal(got.lanes, s.lanes) and got.lanes.dtype == s.lanes.dtype
+        assert np.array_equal(got.group, s.group) and got.count == s.count
+        assert (got.key_weight is None) == (s.key_weight is None)
+        if s.key_weight is not None:
+            assert np.array_equal(got.key_weight, s.key_weight)
+
+
 def test_cheap_rules_never_fork(monkeypatch):
     context, cfg = _context(*CASES[0])
     monkeypatch.setattr(rule_evaluate, "FORK_AFTER_CPU_S", 1e9)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -142,3 +143,55 @@ def test_thread_step_in_slices_is_the_gathered_one(seed: int, chunk: int, monkey
         lanes.width,
     )  # fmt: skip
     assert walks.thread_step(alone) is None is _thread_step_gathered(alone)
+
+
+def _stream_view(n: int = 3000, seed: int = 5, buffers: int = 1) -> Any:
+    """A view of what walks.line_streams reads: lanes by record (a record's lanes contiguous and
+    its instruction's), consecutive threads in a record, each instruction a stride, the
+    lanes in ``buffers`` buffers (or outside them)."""
+    from gpuadvise.trace.view import TraceView
+
+    rng = np.random.default_rng(seed)
+    n_rec = n // 16
+    rec = np.repeat(np.arange(n_rec), 16).astype(np.int32)
+    rec_inst = rng.integers(0, 4, n_rec)
+    tid = np.tile(np.arange(16), n_rec).astype(np.int32)
+    stride = np.array([4, 8, 4, 44])[rec_inst[rec]]
+    off = (rng.integers(0, 1000, n_rec)[rec] * 64 + tid * stride).astype(np.int64)
+    view = object.__new__(TraceView)
+    z = np.zeros(len(rec), np.int32)
+    view.lanes = Lanes(rec, rec_inst[rec].astype(np.int32), z, tid, off, z + 4)
+    view.lane_buffer = rng.integers(-1 if buffers > 1 else 0, buffers, len(rec)).astype(np.int32)
+    view.buffer_names = [f"b{i}" for i in range(buffers)]
+    sizes: dict[str, Any] = {name: SimpleNamespace(size=1 << 20) for name in view.buffer_names}
+    view.buffers = sizes
+    view._by_inst = None
+    view.inst_line = [(None, 0)] * 4
+    view._accessed = {}
+    view._accessed_lanes = 0
+    return view
+
+
+@pytest.mark.parametrize(("insts", "buffers"), [([0, 2], 1), ([1], 1), ([0, 1, 3], 1), ([0, 2], 2)])
+def test_line_streams_hold_the_lanes_of_a_lone_stream(insts: list[int], buffers: int) -> None:
+    """walks.line_streams: address_streams' streams, and where the line reaches one buffer in
+    one stream, lanes with the same columns as view.access of the stream (GA301 reads them
+    instead of taking them again, issue 31); None for several streams or buffers."""
+    view = _stream_view(buffers=buffers)
+    at = np.array(insts, np.int64)
+    names = list(view.buffer_names)
+    got = walks.line_streams(view, at, names, set())
+    assert [(b, list(g)) for b, g, _ in got] == [
+        (b, list(g)) for b, g in walks.address_streams(view, at, names, set())
+    ]
+    strides = {4 if i in (0, 2) else 8 if i == 1 else 44 for i in insts}
+    assert len(got) == len(strides) * buffers
+    lone = len(got) == 1
+    for b, group, held in got:
+        if not lone:
+            assert held is None
+            continue
+        want, _ = view.access(group, b)
+        for col in ("rec", "inst", "cta", "tid", "off", "width"):
+            assert np.array_equal(getattr(held, col), getattr(want, col))
+            assert getattr(held, col).dtype == getattr(want, col).dtype
