@@ -162,10 +162,8 @@ def test_quantum_from_the_bits_matches_frexp() -> None:
         n = int(rng.integers(1, 9))
         v = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
         assert _quantum(v) == _quantum_by_frexp(v)
-        w = (rng.integers(0, 1000, (2, n)) * 2.0 ** int(rng.integers(-140, 100))).astype(
-            np.float32
-        )
+        w = (rng.integers(0, 1000, (2, n)) * 2.0 ** int(rng.integers(-140, 100))).astype(np.float32)
         assert _quantum(w) == _quantum_by_frexp(w)
     assert _quantum(np.zeros(3, np.float32)) == 0 == _quantum(np.zeros(0, np.float32))
     assert _quantum(np.array([-0.0, 0.5], np.float32)) == -1
-    assert _quantum(np.array([1.0, -2.0**-20], np.float32)) is None
+    assert _quantum(np.array([1.0, -(2.0**-20)], np.float32)) is None
