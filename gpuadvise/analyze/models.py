@@ -614,7 +614,7 @@ def _with_interior(
     note)."""
     from gpuadvise.trace.access import Space
     from gpuadvise.trace.emulate import interior_ctas
-    from gpuadvise.trace.tracer import Capability
+    from gpuadvise.trace.tracer import Capability, EmulatorTracer
 
     grid = tuple(int(v) for v in emu.trace.grid)
     if limit <= 0 or Capability.CHOSEN_CTAS not in tracer.capabilities:
@@ -626,7 +626,13 @@ def _with_interior(
         return emu.trace, ()
     t0 = time.perf_counter()
     try:
-        more = tracer.run(module, kernel, launch, device, sample_ctas=extra)
+        if isinstance(tracer, EmulatorTracer):
+            # the L2 model reads their global records alone: emulated without the models (no
+            # SASS, block costs, SIMT profile or shared records; the same global records and
+            # instruction list, tests/trace/test_emulate_models.py)
+            more = tracer.run(module, kernel, launch, device, sample_ctas=extra, models=False)
+        else:
+            more = tracer.run(module, kernel, launch, device, sample_ctas=extra)
     except GpuAdviseError as exc:
         return emu.trace, (f"the L2 model's interior CTAs could not be traced: {exc.one_line()}",)
     gx = grid[0]

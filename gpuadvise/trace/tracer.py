@@ -131,11 +131,21 @@ class EmulatorTracer:
         launch: ResolvedLaunch,
         device: DeviceSpec,
         sample_ctas: int | str | Sequence[int] | None = None,
+        *,
+        models: bool = True,
     ) -> TraceResult:
+        """The emulation's trace (``models`` False: the global records alone, no SASS read, no
+        block costs or SIMT profile: :func:`gpuadvise.trace.emulate.emulate`'s)."""
         from gpuadvise.trace import emulate as emulate_mod
 
         emu = emulate_mod.emulate(
-            module, kernel, launch, device, sample_ctas=sample_ctas, sample_loops=self.sample_loops
+            module,
+            kernel,
+            launch,
+            device,
+            sample_ctas=sample_ctas,
+            sample_loops=self.sample_loops,
+            models=models,
         )
         return TraceResult(
             tracer=self.name,

@@ -133,3 +133,44 @@ def test_the_probe_is_bounded_by_its_cpu_share_and_noted_where_the_grid_has_a_mi
 
     assert not _has_interior(emu((1024, 1, 1)))
     assert _has_interior(emu((64, 32, 1))) and _has_interior(emu((64, 1, 2)))
+
+
+@needs_toolkit
+def test_probe_emulated_without_the_models_gives_the_same_l2_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The interior probe's CTAs are emulated with ``models=False`` (the L2 model reads their
+    global records alone): the same L2 model as with the models, probe included."""
+    from typing import Any
+
+    from rulekit import analyze_lazily
+
+    from gpuadvise.analyze.options import KernelOptions, build
+    from gpuadvise.trace.tracer import EmulatorTracer
+
+    args = ("w=1024", "h=512", "r=64", "step=64")
+    spec, choice, options = build(KernelOptions(source=str(GATHER), gpu="H100", args=args))
+    real = EmulatorTracer.run
+    asked: list[bool] = []
+
+    def run(
+        self: EmulatorTracer, *a: Any, models: bool = True, force: bool | None = None, **k: Any
+    ) -> Any:
+        asked.append(models)
+        return real(self, *a, models=models if force is None else force, **k)
+
+    def l2(force: bool | None) -> Any:
+        asked.clear()
+        monkeypatch.setattr(
+            EmulatorTracer, "run", lambda self, *a, **k: run(self, *a, force=force, **k)
+        )
+        a = analyze_lazily(
+            spec, choice.device, options, sample_ctas=2, models=("l2",), l2_probe_ctas=4
+        )
+        assert a.memory is not None and a.memory.l2 is not None
+        assert [n for n in a.memory.notes if "middle of the grid" in n]
+        return a.memory.l2
+
+    got = l2(None)
+    assert asked == [True, False]  # the sample with the models, the probe without
+    assert l2(True) == got  # the probe emulated with the models: the same model

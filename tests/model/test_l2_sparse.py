@@ -12,6 +12,7 @@ from gpuadvise.model.l2.footprint import Footprint, Matrix, footprint_totals
 from gpuadvise.model.l2.replay import (
     MatrixPrep,
     _exact_sums,
+    _quantum,
     _sorted_touchers,
     _widened,
     prepare,
@@ -130,3 +131,39 @@ def test_footprint_totals_of_sparse_tables() -> None:
         float(mat.w_bytes.sum()),
     )
     assert footprint_totals(Footprint(mats=[mat])) == want
+
+
+def _quantum_by_frexp(v: np.ndarray) -> int | None:
+    """:func:`_quantum` as it was written first (a float64 frexp and a logarithm)."""
+    if not bool(np.isfinite(v).all()) or bool((v < 0).any()):
+        return None
+    nz = v[v != 0]
+    if not len(nz):
+        return 0
+    m, ex = np.frexp(nz.astype(np.float64))
+    mi = (m * 2.0**24).astype(np.int64)
+    low = mi & -mi
+    return int((ex.astype(np.int64) - 24 + np.log2(low).round().astype(np.int64)).min())
+
+
+def test_quantum_from_the_bits_matches_frexp() -> None:
+    """The float32 bits' quantum is frexp's on every exponent and lowest bit (subnormals, zeros of
+    either sign, infinities, NaNs, negatives) and on random bit patterns."""
+    cases = []
+    for e in range(256):
+        for t in range(24):
+            bits = (e << 23) | ((1 << t) if t < 23 else 0)
+            cases += [[bits], [bits | 0x80000000], [bits, 0x80000000], [bits, (e << 23) | 3]]
+    for c in cases:
+        v = np.array(c, dtype=np.uint32).view(np.float32)
+        assert _quantum(v) == _quantum_by_frexp(v), c
+    rng = np.random.default_rng(3)
+    for _ in range(2000):
+        n = int(rng.integers(1, 9))
+        v = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        assert _quantum(v) == _quantum_by_frexp(v)
+        w = (rng.integers(0, 1000, (2, n)) * 2.0 ** int(rng.integers(-140, 100))).astype(np.float32)
+        assert _quantum(w) == _quantum_by_frexp(w)
+    assert _quantum(np.zeros(3, np.float32)) == 0 == _quantum(np.zeros(0, np.float32))
+    assert _quantum(np.array([-0.0, 0.5], np.float32)) == -1
+    assert _quantum(np.array([1.0, -(2.0**-20)], np.float32)) is None
