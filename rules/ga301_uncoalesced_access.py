@@ -187,8 +187,7 @@ class UncoalescedAccess(Rule):
             streams = walks.line_streams(view, insts, buffers, data)
             for b, group, held in streams:
                 lanes, recs = view.access(group, b)
-                if held is not None:  # (the same lanes, their columns gathered already)
-                    lanes = held
+                lanes = lanes if held is None else held  # (the same lanes, gathered already)
                 # the stream's own requests and sectors, not the line's: two buffers loaded on
                 # one line, or two walks of one buffer (``q[i] * k[i]`` with ``q`` the same
                 # for the whole warp and ``k`` a row per thread), are told apart
