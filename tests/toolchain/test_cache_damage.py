@@ -21,15 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toolchainkit import toolchain_or_none
 
 import gpuadvise.toolchain.compile as compile_mod
-from gpuadvise.errors import ToolchainError
 from gpuadvise.toolchain import (
     CompiledModule,
     CompileOptions,
-    Toolchain,
     compile_source,
-    find_toolchain,
     select_compiled_kernel,
 )
 from gpuadvise.toolchain.cache import lookup
@@ -40,14 +38,7 @@ from gpuadvise.toolchain.sass import disassemble, read_sidecar, write_sidecar
 CUDA_DIR = Path(__file__).resolve().parents[1] / "cuda"
 
 
-def _toolchain_or_none() -> Toolchain | None:
-    try:
-        return find_toolchain()
-    except ToolchainError:
-        return None
-
-
-TC = _toolchain_or_none()
+TC = toolchain_or_none()
 needs_nvcc = pytest.mark.skipif(TC is None, reason="no CUDA toolchain (nvcc) found")
 RANDOM = bytes(range(256)) * 4 + b"\xff\xfe\x80\x00garbage"
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from clikit import cli_run
+from toolchainkit import toolchain_or_none
 
 from gpuadvise.errors import CompileError, KernelNotFoundError, ToolchainError
 from gpuadvise.toolchain import (
@@ -36,14 +37,7 @@ from gpuadvise.toolchain.sass import disassemble_all
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _toolchain_or_none() -> Toolchain | None:
-    try:
-        return find_toolchain()
-    except ToolchainError:
-        return None
-
-
-TC = _toolchain_or_none()
+TC = toolchain_or_none()
 needs_nvcc = pytest.mark.skipif(TC is None, reason="no CUDA toolchain (nvcc) found")
 
 TEXTURE = """\

@@ -10,21 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toolchainkit import toolchain_or_none
 
-from gpuadvise.errors import ToolchainError
-from gpuadvise.toolchain import CompileOptions, Toolchain, compile_source, find_toolchain
+from gpuadvise.toolchain import CompileOptions, compile_source
 from gpuadvise.toolchain import compile as compile_mod
 from gpuadvise.toolchain.sass import SassInstruction, disassemble_all
 
-
-def _toolchain_or_none() -> Toolchain | None:
-    try:
-        return find_toolchain()
-    except ToolchainError:
-        return None
-
-
-TC = _toolchain_or_none()
+TC = toolchain_or_none()
 needs_nvcc = pytest.mark.skipif(TC is None, reason="no CUDA toolchain (nvcc) found")
 pytestmark = pytest.mark.toolkit
 

@@ -13,15 +13,14 @@ from pathlib import Path
 
 import pytest
 from clikit import cli_run
+from toolchainkit import toolchain_or_none
 
-from gpuadvise.errors import ToolchainError, UsageError
+from gpuadvise.errors import UsageError
 from gpuadvise.fileio import decode_tool_path
 from gpuadvise.ptx.parser import parse_ptx
 from gpuadvise.toolchain import (
     CompileOptions,
-    Toolchain,
     compile_source,
-    find_toolchain,
     select_compiled_kernel,
     struct_layouts,
 )
@@ -30,14 +29,7 @@ from gpuadvise.toolchain.sass import disassemble
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _toolchain_or_none() -> Toolchain | None:
-    try:
-        return find_toolchain()
-    except ToolchainError:
-        return None
-
-
-TC = _toolchain_or_none()
+TC = toolchain_or_none()
 pytestmark = [
     pytest.mark.toolkit,
     pytest.mark.skipif(TC is None, reason="no CUDA toolchain (nvcc) found"),

@@ -9,14 +9,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from toolchainkit import toolchain_or_none
 
 from gpuadvise.errors import KernelNotFoundError, ToolchainError
 from gpuadvise.toolchain import (
     CompiledModule,
     CompileOptions,
-    Toolchain,
     compile_source,
-    find_toolchain,
     select_compiled_kernel,
 )
 from gpuadvise.toolchain.sass import (
@@ -38,15 +37,7 @@ MULTI = (CUDA_DIR / "multi.cu").resolve()
 HEADER = (CUDA_DIR / "include" / "ga_helpers.cuh").resolve()
 
 
-def _toolchain_or_none() -> Toolchain | None:
-    try:
-        tc = find_toolchain()
-    except ToolchainError:
-        return None
-    return tc if tc.nvdisasm is not None else None
-
-
-TC = _toolchain_or_none()
+TC = toolchain_or_none(with_nvdisasm=True)
 needs_tools = pytest.mark.skipif(TC is None, reason="no nvcc + nvdisasm found")
 
 

@@ -15,23 +15,17 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from toolchainkit import toolchain_or_none
 
-from gpuadvise.errors import CompileError, KernelNotFoundError, ToolchainError
-from gpuadvise.toolchain import CompileOptions, Toolchain, compile_source, find_toolchain, scratch
+from gpuadvise.errors import CompileError, KernelNotFoundError
+from gpuadvise.toolchain import CompileOptions, compile_source, scratch
 from gpuadvise.toolchain import compile as compile_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 CUDA_DIR = ROOT / "tests" / "cuda"
 
 
-def _toolchain_or_none() -> Toolchain | None:
-    try:
-        return find_toolchain()
-    except ToolchainError:
-        return None
-
-
-TC = _toolchain_or_none()
+TC = toolchain_or_none()
 pytestmark = [
     pytest.mark.toolkit,
     pytest.mark.skipif(TC is None, reason="no CUDA toolchain (nvcc) found"),

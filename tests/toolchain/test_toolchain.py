@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from toolchainkit import toolchain_or_none
 
 from gpuadvise.errors import CompileError, KernelNotFoundError, ToolchainError, UsageError
 from gpuadvise.toolchain import (
@@ -38,14 +39,7 @@ INCLUDE_DIR = CUDA_DIR / "include"
 MULTI = CUDA_DIR / "multi.cu"
 
 
-def _toolchain_or_none() -> Toolchain | None:
-    try:
-        return find_toolchain()
-    except ToolchainError:
-        return None
-
-
-TC = _toolchain_or_none()
+TC = toolchain_or_none()
 needs_nvcc = pytest.mark.skipif(TC is None, reason="no CUDA toolchain (nvcc) found")
 pytestmark = pytest.mark.toolkit
 
