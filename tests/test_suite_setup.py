@@ -384,6 +384,67 @@ def test_suite_cpu_names_the_cubins_disassembled_in_both_modes() -> None:
     assert "    1 runs tests/a.py" in text and "    1 runs tests/b.py" in text
 
 
+def test_suite_tools_counts_repeats_and_the_floor_of_distinct_runs() -> None:
+    """benchmarks/suite_tools.py's summary: per tool the runs, their CPU and those of a content
+    already made; the floor is the distinct runs' CPU over the CPUs, against the goal."""
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    tools = load_script(bench / "suite_tools.py", "t_suite_tools")
+    rows = [
+        ("nvcc", 300.0, "tests/a.py::t1 (call)", "k1"),
+        ("nvcc", 200.0, "tests/a.py::t2 (call)", "k1"),  # a repeat
+        ("nvdisasm", 420.0, "tests/b.py::t3 (call)", "k1"),  # another tool: not a repeat
+    ]
+    text = tools.summary(rows, cpus=2, goal_min=6)
+    assert (
+        "nvcc          2 runs   500.0 CPU-s (250.00 a run); 1 of a content already made, " in text
+    )
+    assert "200.0 CPU-s" in text
+    assert "nvdisasm      1 runs   420.0 CPU-s (420.00 a run); 0 of a content" in text
+    # (300 + 420) CPU-s over 2 CPUs: 6.0 minutes, not over a 6-minute goal; over a 5-minute one
+    assert "distinct contents alone: 720 CPU-s = 6.0 minutes on 2 CPUs" in text
+    assert "0.0 left for the rest" in text
+    assert "over it" in tools.summary(rows, cpus=2, goal_min=5)
+    assert "  tests/a.py" in text and "  tests/b.py" in text
+
+
+@pytest.mark.skipif(not Path("/usr/bin/time").is_file(), reason="needs GNU time")
+def test_suite_tools_wrapper_keys_a_run_by_its_flags_and_input_not_its_temporary_paths(
+    tmp_path: Path,
+) -> None:
+    """The wrapper logs each run (CPU, test id, key) and runs the real tool with the same
+    arguments: two runs of one content with other temporary folders share a key; another
+    content or another flag does not; a ``%`` in the test id is kept."""
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    tools = load_script(bench / "suite_tools.py", "t_suite_tools_wrap")
+    real = tmp_path / "real"
+    real.write_text('#!/bin/sh\necho "$@" >> "$REAL_OUT"\n')
+    real.chmod(0o755)
+    wrapper = tmp_path / "nvcc"
+    wrapper.write_text(tools.WRAPPER.replace("@@ TOOL", "nvcc").replace("@@ REAL", str(real)))
+    wrapper.chmod(0o755)
+    log, out = tmp_path / "tools.log", tmp_path / "real.out"
+    a, b = tmp_path / "a.cu", tmp_path / "b.cu"
+    a.write_text("__global__ void k() {}\n")
+    b.write_text("__global__ void k() { }\n")
+    env = {**os.environ, "SUITE_TOOLS_LOG": str(log), "REAL_OUT": str(out),
+           "PYTEST_CURRENT_TEST": "tests/x.py::t[50%] (call)"}  # fmt: skip
+    for flag, keep, src in (
+        ("-O3", "one", a),
+        ("-O3", "two", a),
+        ("-O3", "one", b),
+        ("-O2", "one", a),
+    ):
+        subprocess.run(
+            [str(wrapper), flag, "-keep-dir", f"/tmp/{keep}", str(src)], env=env, check=True
+        )
+    rows = tools.read_log(log)
+    assert [r[0] for r in rows] == ["nvcc"] * 4
+    assert {r[2] for r in rows} == {"tests/x.py::t[50%] (call)"}
+    keys = [r[3] for r in rows]
+    assert keys[0] == keys[1] and len(set(keys)) == 3, keys
+    assert out.read_text().splitlines()[0] == f"-O3 -keep-dir /tmp/one {a}"
+
+
 def test_a_bundle_reads_as_its_kernels_alone_and_each_finds_its_own_launch(tmp_path: Path):
     """bundlekit: each kernel's text follows the previous one's with the previous one's macros
     undefined (``#define T 256`` would rewrite the next kernel's ``template <typename T>``), and
