@@ -421,6 +421,34 @@ def test_misses_in_flight_by_record_is_the_per_access_test(seed: int) -> None:
     assert np.array_equal(misses_in_flight_by_record(group, rec, rec_step, rec_inst, keys), got)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
+def test_misses_in_flight_by_record_in_chunks_is_the_whole_comparison(
+    dtype: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the accesses compared a few at a time (chunks of 7 across 400, the last one short), with
+    # the keys in their own integer type (or made integers): the one comparison of them all
+    from gpuadvise.model import l1
+
+    rng = np.random.default_rng(5)
+    n_rec, n = 40, 400
+    rec_step = rng.integers(0, 5, n_rec)
+    rec_inst = rng.integers(0, 7, n_rec)
+    rec = np.sort(rng.integers(0, n_rec, n)).astype(np.int32)
+    group = rng.integers(0, 30, n).astype(dtype)
+    whole = misses_in_flight_by_record(group, rec, rec_step, rec_inst)
+    g = group.astype(np.int64)
+    first = {int(k): i for i, k in reversed(list(enumerate(g)))}
+    key = rec_step * 7 + rec_inst
+    want = key[rec] == np.array([key[rec[first[int(k)]]] for k in g])
+    assert np.array_equal(whole, want)
+    monkeypatch.setattr(l1, "_CHUNK", 7)
+    assert np.array_equal(misses_in_flight_by_record(group, rec, rec_step, rec_inst), want)
+    keys = np.zeros(int(g.max()) + 1, np.int64)
+    for k, i in first.items():
+        keys[k] = i
+    assert np.array_equal(misses_in_flight_by_record(group, rec, rec_step, rec_inst, keys), want)
+
+
 def test_a_warp_alone_waits_for_its_own_misses_only() -> None:
     # one warp: a record a step, key 0 brought at step 0 and re-read at steps 1..7 (the same
     # sector, later iterations: after the fill), key 1 brought at step 8
