@@ -34,12 +34,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README_ARGS = ["-q", "-n", "auto", "--dist", "loadgroup", "--hypothesis-profile=ci"]
 
-# The wrapper: the run's key (flags without temporary paths, then the input's bytes), timed.
+# The wrapper: the run's key (flags without paths in the temporary folder, then the input's
+# bytes), timed.
 # The input is the last argument that names a file (nvcc's source, nvdisasm's cubin).
 WRAPPER = r"""#!/bin/bash
 input=""
 for a in "$@"; do [ -f "$a" ] && input="$a"; done
-flags=$(for a in "$@"; do case "$a" in /tmp/*|"$input") ;; *) printf '%s ' "$a";; esac; done)
+flags=$(for a in "$@"; do case "$a" in @@ TMP/*|"$input") ;; *) printf '%s ' "$a";; esac; done)
 key=$( { printf '%s' "$flags"; [ -n "$input" ] && cat "$input"; } | sha1sum | cut -c1-16)
 test="${PYTEST_CURRENT_TEST:--}"
 exec /usr/bin/time -a -o "$SUITE_TOOLS_LOG" \
@@ -54,6 +55,7 @@ def _wrap(folder: Path) -> None:
         if real is None:
             raise SystemExit(f"error: {tool} not found; install the toolkit extra")
         script = WRAPPER.replace("@@ TOOL", tool).replace("@@ REAL", real)
+        script = script.replace("@@ TMP", tempfile.gettempdir())
         path = folder / tool
         path.write_text(script)
         path.chmod(0o755)

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import propkit
@@ -420,7 +421,12 @@ def test_suite_tools_wrapper_keys_a_run_by_its_flags_and_input_not_its_temporary
     real.write_text('#!/bin/sh\necho "$@" >> "$REAL_OUT"\n')
     real.chmod(0o755)
     wrapper = tmp_path / "nvcc"
-    wrapper.write_text(tools.WRAPPER.replace("@@ TOOL", "nvcc").replace("@@ REAL", str(real)))
+    tmp = tempfile.gettempdir()
+    wrapper.write_text(
+        tools.WRAPPER.replace("@@ TOOL", "nvcc")
+        .replace("@@ REAL", str(real))
+        .replace("@@ TMP", tmp)
+    )
     wrapper.chmod(0o755)
     log, out = tmp_path / "tools.log", tmp_path / "real.out"
     a, b = tmp_path / "a.cu", tmp_path / "b.cu"
@@ -442,7 +448,7 @@ def test_suite_tools_wrapper_keys_a_run_by_its_flags_and_input_not_its_temporary
     assert {r[2] for r in rows} == {"tests/x.py::t[50%] (call)"}
     keys = [r[3] for r in rows]
     assert keys[0] == keys[1] and len(set(keys)) == 3, keys
-    assert out.read_text().splitlines()[0] == f"-O3 -keep-dir /tmp/one {a}"
+    assert out.read_text().splitlines()[0] == f"-O3 -keep-dir {tmp}/one {a}"
 
 
 def test_a_bundle_reads_as_its_kernels_alone_and_each_finds_its_own_launch(tmp_path: Path):
