@@ -441,7 +441,7 @@ def test_suite_tools_wrapper_keys_a_run_by_its_flags_and_input_not_its_temporary
         ("-O2", "one", a),
     ):
         subprocess.run(
-            [str(wrapper), flag, "-keep-dir", f"/tmp/{keep}", str(src)], env=env, check=True
+            [str(wrapper), flag, "-keep-dir", f"{tmp}/{keep}", str(src)], env=env, check=True
         )
     rows = tools.read_log(log)
     assert [r[0] for r in rows] == ["nvcc"] * 4
